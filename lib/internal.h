@@ -1,0 +1,71 @@
+/*
+ * internal.h - what the files of libshardkit share and users do not see:
+ * the common handle header and the source backend interface.
+ */
+#ifndef SK_INTERNAL_H
+#define SK_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardkit.h"
+
+/*
+ * Every handle starts with this header, so sk_errmsg() can read any of
+ * them. A handle that failed fatally keeps state SK__STATE_FATAL and
+ * refuses further calls (libarchive's ARCHIVE_STATE_FATAL).
+ */
+enum { SK__STATE_OK = 0, SK__STATE_FATAL = 1 };
+
+struct sk__handle {
+	uint32_t magic;
+	int state;
+	struct sk_error err;
+};
+
+#define SK__MAGIC_SOURCE	0x534b5352u	/* "SKSR" */
+#define SK__MAGIC_TAR_WRITER	0x534b5457u	/* "SKTW" */
+#define SK__MAGIC_TAR_READER	0x534b5452u	/* "SKTR" */
+
+void sk__handle_init(struct sk__handle *h, uint32_t magic);
+/* Record a failure on h; fatal ones make h refuse further calls. */
+int sk__fail(struct sk__handle *h, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int sk__fatal(struct sk__handle *h, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The entry check of every public call: right magic, not failed. */
+int sk__check(struct sk__handle *h, uint32_t magic, const char *fn);
+
+int sk__verror_set(struct sk_error *err, int code, const char *fmt,
+    va_list ap);
+
+/*
+ * A source backend. Each scheme provides one of these; sk_source_open picks
+ * it by the URL's scheme. read is sequential from pos; pread must not move
+ * pos. Each returns bytes or a negative SK_E* after calling sk__fail.
+ */
+struct sk__source_ops {
+	const char *name;
+	int (*open)(sk_source *s, const struct sk_url *u);
+	int64_t (*pread)(sk_source *s, void *buf, size_t n, uint64_t off);
+	int (*size)(sk_source *s, uint64_t *size);
+	void (*close)(sk_source *s);
+	int (*list)(const struct sk_url *u, const char *url,
+	    struct sk_strlist *out, struct sk_error *err);
+};
+
+struct sk_source {
+	struct sk__handle h;
+	const struct sk__source_ops *ops;
+	char *url;
+	uint64_t pos;		/* the sequential read position */
+	void *impl;		/* the backend's state */
+};
+
+extern const struct sk__source_ops sk__source_file_ops;
+
+char *sk__strdup(const char *s);
+char *sk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* SK_INTERNAL_H */

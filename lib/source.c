@@ -1,0 +1,130 @@
+/*
+ * source.c - one interface over every place a shard can live. The backend
+ * is chosen by the URL's scheme; sequential reads are ranged reads at a
+ * position the source keeps.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const struct sk__source_ops *
+backend(enum sk_scheme scheme)
+{
+	switch (scheme) {
+	case SK_SCHEME_FILE:
+		return &sk__source_file_ops;
+	default:
+		return NULL;
+	}
+}
+
+int
+sk_source_open(sk_source **out, const char *url)
+{
+	struct sk_url u;
+	struct sk_error err;
+	sk_source *s;
+	int rc;
+
+	*out = NULL;
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return SK_ENOMEM;
+	sk__handle_init(&s->h, SK__MAGIC_SOURCE);
+	*out = s;
+	if (url == NULL)
+		return sk__fatal(&s->h, SK_EINVAL, "no URL");
+	if ((s->url = strdup(url)) == NULL)
+		return sk__fatal(&s->h, SK_ENOMEM, "out of memory");
+	if ((rc = sk_url_parse(url, &u, &err)) != 0)
+		return sk__fatal(&s->h, rc, "%s", err.msg);
+	s->ops = backend(u.scheme);
+	if (s->ops == NULL)
+		rc = sk__fatal(&s->h, SK_EUNSUPPORTED,
+		    "%s: %s:// sources are not built into this shardkit", url,
+		    sk_scheme_name(u.scheme));
+	else if ((rc = s->ops->open(s, &u)) != 0)
+		s->h.state = SK__STATE_FATAL;
+	sk_url_free(&u);
+	return rc;
+}
+
+int64_t
+sk_source_pread(sk_source *s, void *buf, size_t n, uint64_t offset)
+{
+	int rc;
+
+	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
+		return rc;
+	return s->ops->pread(s, buf, n, offset);
+}
+
+int64_t
+sk_source_read(sk_source *s, void *buf, size_t n)
+{
+	int64_t got;
+
+	got = sk_source_pread(s, buf, n, s->pos);
+	if (got > 0)
+		s->pos += (uint64_t)got;
+	return got;
+}
+
+int
+sk_source_seek(sk_source *s, uint64_t offset)
+{
+	int rc;
+
+	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
+		return rc;
+	s->pos = offset;
+	return 0;
+}
+
+int
+sk_source_size(sk_source *s, uint64_t *size)
+{
+	int rc;
+
+	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
+		return rc;
+	return s->ops->size(s, size);
+}
+
+const char *
+sk_source_url(const sk_source *s)
+{
+	return s != NULL && s->url != NULL ? s->url : "";
+}
+
+void
+sk_source_close(sk_source *s)
+{
+	if (s == NULL)
+		return;
+	if (s->ops != NULL && s->impl != NULL)
+		s->ops->close(s);
+	free(s->url);
+	s->h.magic = 0;
+	free(s);
+}
+
+int
+sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
+{
+	const struct sk__source_ops *ops;
+	struct sk_url u;
+	int rc;
+
+	if ((rc = sk_url_parse(url, &u, err)) != 0)
+		return rc;
+	ops = backend(u.scheme);
+	if (ops == NULL || ops->list == NULL)
+		rc = sk_error_set(err, SK_EUNSUPPORTED,
+		    "%s: listing %s:// is not built into this shardkit", url,
+		    sk_scheme_name(u.scheme));
+	else
+		rc = ops->list(&u, url, out, err);
+	sk_url_free(&u);
+	return rc;
+}

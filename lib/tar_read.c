@@ -1,0 +1,237 @@
+/*
+ * tar_read.c - reading shards through libarchive from any source: ustar,
+ * GNU and PAX (the webdataset ShardWriter writes PAX for every member),
+ * optionally compressed. Damage is reported with the URL and the offset.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "internal.h"
+
+#define READ_BUF (1u << 20)
+
+/* libarchive may fail without a message (EOF inside a header). */
+#define AERR(a) (archive_error_string(a) ? archive_error_string(a) : \
+    "truncated tar archive")
+
+struct sk_tar_reader {
+	struct sk__handle h;
+	struct archive *a;
+	sk_source *src;
+	int flags;
+	unsigned char *buf;
+	uint64_t next_header;	/* where the next header should start */
+	uint64_t member_offset;	/* header offset of the current member */
+	uint64_t data_offset;	/* of the current member */
+	uint64_t data_read;	/* of the current member, so far */
+	uint64_t skipped;
+};
+
+static la_ssize_t
+read_cb(struct archive *a, void *arg, const void **out)
+{
+	struct sk_tar_reader *r = arg;
+	int64_t got;
+
+	got = sk_source_read(r->src, r->buf, READ_BUF);
+	if (got < 0) {
+		archive_set_error(a, -1, "%s", sk_errmsg(r->src));
+		return -1;
+	}
+	*out = r->buf;
+	return (la_ssize_t)got;
+}
+
+/* Skipping member data is a seek: ls and index need no data bytes. */
+static la_int64_t
+skip_cb(struct archive *a, void *arg, la_int64_t request)
+{
+	struct sk_tar_reader *r = arg;
+	uint64_t size;
+
+	if (sk_source_size(r->src, &size) != 0 || r->src->pos >= size)
+		return 0;
+	if ((uint64_t)request > size - r->src->pos)
+		request = (la_int64_t)(size - r->src->pos);
+	if (sk_source_seek(r->src, r->src->pos + (uint64_t)request) != 0)
+		return 0;
+	return request;
+}
+
+int
+sk_tar_reader_open(sk_tar_reader **out, sk_source *src, int flags)
+{
+	struct sk_tar_reader *r;
+	uint64_t size;
+
+	*out = NULL;
+	if ((r = calloc(1, sizeof *r)) == NULL) {
+		sk_source_close(src);
+		return SK_ENOMEM;
+	}
+	sk__handle_init(&r->h, SK__MAGIC_TAR_READER);
+	*out = r;
+	r->src = src;
+	r->flags = flags;
+	if (src == NULL || src->h.magic != SK__MAGIC_SOURCE)
+		return sk__fatal(&r->h, SK_EINVAL, "no source");
+	if (src->h.state == SK__STATE_FATAL)
+		return sk__fatal(&r->h, src->h.err.code, "%s", src->h.err.msg);
+	if (sk_source_size(src, &size) == 0 && size == 0)
+		return sk__fatal(&r->h, SK_EFORMAT,
+		    "%s: empty file, not a tar archive", src->url);
+	if ((r->buf = malloc(READ_BUF)) == NULL ||
+	    (r->a = archive_read_new()) == NULL)
+		return sk__fatal(&r->h, SK_ENOMEM, "out of memory");
+	archive_read_support_format_tar(r->a);
+	archive_read_support_filter_all(r->a);
+	archive_read_set_callback_data(r->a, r);
+	archive_read_set_read_callback(r->a, read_cb);
+	archive_read_set_skip_callback(r->a, skip_cb);
+	if (archive_read_open1(r->a) != ARCHIVE_OK)
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset 0: %s",
+		    src->url, AERR(r->a));
+	return 0;
+}
+
+/* WebDataset metadata members: a key like "__key__" or "__index__". */
+static int
+is_metadata(const char *name)
+{
+	const char *ext, *base = strrchr(name, '/');
+	size_t n;
+
+	base = base ? base + 1 : name;
+	n = sk_key_split(base, &ext);
+	return n >= 4 && strncmp(base, "__", 2) == 0 &&
+	    strncmp(base + n - 2, "__", 2) == 0;
+}
+
+static enum sk_tar_type
+entry_type(struct archive_entry *e)
+{
+	if (archive_entry_hardlink(e) != NULL)
+		return SK_TAR_HARDLINK;
+	switch (archive_entry_filetype(e)) {
+	case AE_IFREG:	return SK_TAR_FILE;
+	case AE_IFDIR:	return SK_TAR_DIR;
+	case AE_IFLNK:	return SK_TAR_SYMLINK;
+	}
+	return SK_TAR_OTHER;
+}
+
+/* Name where the damage is: past the end of the file means the last
+ * member's data was cut short, not that a header is bad. */
+static int
+header_damage(struct sk_tar_reader *r)
+{
+	uint64_t size;
+
+	if (sk_source_size(r->src, &size) == 0 && r->next_header > size)
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: "
+		    "truncated: the file ends inside the data of the member "
+		    "at offset %llu", r->src->url, (unsigned long long)size,
+		    (unsigned long long)r->member_offset);
+	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
+	    r->src->url, (unsigned long long)r->next_header, AERR(r->a));
+}
+
+/*
+ * POSIX ends a tar with two zero blocks, and every writer we know adds
+ * them. A file that stops right after a member has lost its tail at a
+ * block boundary; libarchive calls that a clean end, so look ourselves.
+ * Compressed input has no such boundary to check.
+ */
+static int
+end_check(struct sk_tar_reader *r)
+{
+	uint64_t size;
+
+	if (archive_filter_count(r->a) > 1 || r->next_header == 0 ||
+	    sk_source_size(r->src, &size) != 0 || size > r->next_header)
+		return 0;
+	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: truncated: no "
+	    "end-of-archive blocks after the last member", r->src->url,
+	    (unsigned long long)size);
+}
+
+int
+sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m)
+{
+	struct archive_entry *e;
+	const char *name;
+	int rc;
+
+	if ((rc = sk__check(&r->h, SK__MAGIC_TAR_READER, __func__)) != 0)
+		return rc;
+	for (;;) {
+		rc = archive_read_next_header(r->a, &e);
+		if (rc == ARCHIVE_EOF)
+			return end_check(r);
+		/* RETRY is a damaged header (bad checksum); libarchive would
+		 * resync past it on the next call and lose members quietly. */
+		if (rc < ARCHIVE_WARN || rc == ARCHIVE_RETRY)
+			return header_damage(r);
+		name = archive_entry_pathname(e);
+		if (name == NULL)
+			name = archive_entry_pathname_utf8(e);
+		if (name == NULL)
+			name = "";
+		m->name = name;
+		m->type = entry_type(e);
+		m->linkname = m->type == SK_TAR_HARDLINK ?
+		    archive_entry_hardlink(e) : archive_entry_symlink(e);
+		m->size = archive_entry_size_is_set(e) ?
+		    (uint64_t)archive_entry_size(e) : 0;
+		m->header_offset = (uint64_t)archive_read_header_position(r->a);
+		m->data_offset = (uint64_t)archive_filter_bytes(r->a, 0);
+		r->data_offset = m->data_offset;
+		r->member_offset = m->header_offset;
+		r->data_read = 0;
+		r->next_header = m->data_offset + ((m->size + 511) & ~511ULL);
+		if ((r->flags & SK_TAR_ALL_ENTRIES) ||
+		    (m->type == SK_TAR_FILE && !is_metadata(name)))
+			return 1;
+		r->skipped++;
+	}
+}
+
+int64_t
+sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n)
+{
+	la_ssize_t got;
+	int rc;
+
+	if ((rc = sk__check(&r->h, SK__MAGIC_TAR_READER, __func__)) != 0)
+		return rc;
+	got = archive_read_data(r->a, buf, n);
+	if (got < 0)
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
+		    r->src->url,
+		    (unsigned long long)(r->data_offset + r->data_read),
+		    AERR(r->a));
+	r->data_read += (uint64_t)got;
+	return got;
+}
+
+uint64_t
+sk_tar_reader_skipped(const sk_tar_reader *r)
+{
+	return r->skipped;
+}
+
+void
+sk_tar_reader_close(sk_tar_reader *r)
+{
+	if (r == NULL)
+		return;
+	if (r->a != NULL)
+		archive_read_free(r->a);
+	sk_source_close(r->src);
+	free(r->buf);
+	r->h.magic = 0;
+	free(r);
+}

@@ -1,0 +1,292 @@
+/*
+ * tar_write.c - deterministic shard writing through libarchive: ustar
+ * headers with fixed fields, PAX only where ustar cannot say it, bytes to
+ * PATH.part and a rename when the shard is complete.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <openssl/evp.h>
+
+#include "internal.h"
+
+struct sk_tar_writer {
+	struct sk__handle h;
+	struct archive *a;
+	struct archive_entry *entry;	/* reused for every member */
+	EVP_MD_CTX *md5;
+	char *path, *part;
+	int fd;
+	int fsync;
+	int64_t mtime;
+	uint64_t bytes;			/* bytes that reached the file */
+	uint64_t nmembers;
+};
+
+/* libarchive's write callback: every byte of the shard passes here. */
+static la_ssize_t
+write_cb(struct archive *a, void *arg, const void *buf, size_t n)
+{
+	struct sk_tar_writer *w = arg;
+	const char *p = buf;
+	size_t left = n;
+	ssize_t put;
+
+	while (left > 0) {
+		put = write(w->fd, p, left);
+		if (put < 0 && errno == EINTR)
+			continue;
+		if (put < 0) {
+			archive_set_error(a, errno, "%s: write at offset %llu: %s",
+			    w->part, (unsigned long long)w->bytes,
+			    strerror(errno));
+			return -1;
+		}
+		EVP_DigestUpdate(w->md5, p, (size_t)put);
+		w->bytes += (uint64_t)put;
+		p += put;
+		left -= (size_t)put;
+	}
+	return (la_ssize_t)n;
+}
+
+static int64_t
+default_mtime(void)
+{
+	const char *s = getenv("SOURCE_DATE_EPOCH");
+	long long v;
+	char *end;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end != '\0' || errno != 0 || v < 0) {
+		sk_log(SK_LOG_WARN, "SOURCE_DATE_EPOCH=%s is not a timestamp; "
+		    "using 0", s);
+		return 0;
+	}
+	return v;
+}
+
+/* The errno behind the last libarchive failure, as an SK_E* code. */
+static int
+archive_code(struct archive *a)
+{
+	int e = archive_errno(a);
+
+	return e > 0 ? sk_errno_code(e) : SK_EIO;
+}
+
+int
+sk_tar_writer_open(sk_tar_writer **out, const char *path,
+    const struct sk_tar_writer_opts *opts)
+{
+	struct sk_tar_writer *w;
+
+	*out = NULL;
+	if ((w = calloc(1, sizeof *w)) == NULL)
+		return SK_ENOMEM;
+	sk__handle_init(&w->h, SK__MAGIC_TAR_WRITER);
+	w->fd = -1;
+	*out = w;
+	w->mtime = opts != NULL && opts->mtime >= 0 ? opts->mtime :
+	    default_mtime();
+	w->fsync = opts != NULL && opts->fsync;
+	if ((w->path = strdup(path)) == NULL ||
+	    (w->part = sk__asprintf("%s.part", path)) == NULL ||
+	    (w->md5 = EVP_MD_CTX_new()) == NULL ||
+	    (w->a = archive_write_new()) == NULL ||
+	    (w->entry = archive_entry_new()) == NULL)
+		return sk__fatal(&w->h, SK_ENOMEM, "out of memory");
+	if (EVP_DigestInit_ex(w->md5, EVP_md5(), NULL) != 1)
+		return sk__fatal(&w->h, SK_EIO, "MD5 is not available");
+	w->fd = open(w->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (w->fd < 0)
+		return sk__fatal(&w->h, sk_errno_code(errno), "%s: %s",
+		    w->part, strerror(errno));
+	/*
+	 * pax_restricted is ustar until a name or size does not fit. Blocks
+	 * of 10240 keep writes large; the last one is not padded, so a
+	 * shard's size is exactly its members plus the 1024-byte end.
+	 */
+	if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(w->a, 10240) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
+	    archive_write_open2(w->a, w, NULL, write_cb, NULL, NULL) !=
+	    ARCHIVE_OK) {
+		int rc = sk__fatal(&w->h, archive_code(w->a), "%s: %s",
+		    w->part, archive_error_string(w->a));
+		close(w->fd);
+		w->fd = -1;
+		unlink(w->part);
+		return rc;
+	}
+	return 0;
+}
+
+int
+sk_tar_writer_add(sk_tar_writer *w, const char *name, const void *data,
+    size_t size)
+{
+	struct archive_entry *e = w->entry;
+	int rc;
+
+	if ((rc = sk__check(&w->h, SK__MAGIC_TAR_WRITER, __func__)) != 0)
+		return rc;
+	if (name == NULL || *name == '\0' || name[0] == '/')
+		return sk__fail(&w->h, SK_EINVAL,
+		    "%s: bad member name '%s'", w->path, name ? name : "");
+	/* The fixed header fields of DESIGN.md's shard contract. */
+	archive_entry_clear(e);
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0444);
+	archive_entry_set_size(e, (la_int64_t)size);
+	archive_entry_set_mtime(e, (time_t)w->mtime, 0);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	if (archive_write_header(w->a, e) != ARCHIVE_OK ||
+	    (size > 0 && archive_write_data(w->a, data, size) !=
+	    (la_ssize_t)size))
+		return sk__fatal(&w->h, archive_code(w->a), "%s: %s: %s",
+		    w->part, name, archive_error_string(w->a));
+	w->nmembers++;
+	return 0;
+}
+
+uint64_t
+sk_tar_writer_bytes(const sk_tar_writer *w)
+{
+	/* libarchive pads a member's data when the next header comes; count
+	 * the padding now, so the answer is whole blocks. */
+	return ((uint64_t)archive_filter_bytes(w->a, 0) + 511) & ~511ULL;
+}
+
+static void
+writer_free(sk_tar_writer *w)
+{
+	if (w->a != NULL)
+		archive_write_free(w->a);
+	if (w->entry != NULL)
+		archive_entry_free(w->entry);
+	if (w->md5 != NULL)
+		EVP_MD_CTX_free(w->md5);
+	if (w->fd >= 0)
+		close(w->fd);
+	free(w->path);
+	free(w->part);
+	w->h.magic = 0;
+	free(w);
+}
+
+void
+sk_tar_writer_abort(sk_tar_writer *w)
+{
+	if (w == NULL)
+		return;
+	if (w->fd >= 0)
+		unlink(w->part);
+	writer_free(w);
+}
+
+int
+sk_tar_writer_close(sk_tar_writer *w, struct sk_shard_info *info,
+    struct sk_error *err)
+{
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0, i;
+	int rc;
+
+	if ((rc = sk__check(&w->h, SK__MAGIC_TAR_WRITER, __func__)) != 0) {
+		sk_error_set(err, rc, "%s", rc == SK_EFATAL ? w->h.err.msg :
+		    "invalid tar writer");
+		if (rc == SK_EFATAL)
+			sk_tar_writer_abort(w);
+		return rc;
+	}
+	if (archive_write_close(w->a) != ARCHIVE_OK) {
+		rc = sk_error_set(err, archive_code(w->a), "%s",
+		    archive_error_string(w->a));
+		goto fail;
+	}
+	if (w->fsync && fsync(w->fd) != 0) {
+		rc = sk_error_set(err, sk_errno_code(errno), "%s: fsync: %s",
+		    w->part, strerror(errno));
+		goto fail;
+	}
+	/* close() reports delayed write errors (NFS, quotas). */
+	rc = close(w->fd);
+	w->fd = -1;
+	if (rc != 0) {
+		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", w->part,
+		    strerror(errno));
+		unlink(w->part);
+		goto out;
+	}
+	if (rename(w->part, w->path) != 0) {
+		rc = sk_error_set(err, sk_errno_code(errno),
+		    "rename %s to %s: %s", w->part, w->path, strerror(errno));
+		unlink(w->part);
+		goto out;
+	}
+	if (info != NULL) {
+		EVP_DigestFinal_ex(w->md5, digest, &dlen);
+		for (i = 0; i < dlen && i < 16; i++)
+			snprintf(info->md5 + 2 * i, 3, "%02x", digest[i]);
+		info->filesize = w->bytes;
+		info->nmembers = w->nmembers;
+	}
+	rc = 0;
+	goto out;
+fail:
+	unlink(w->part);
+out:
+	writer_free(w);
+	return rc;
+}
+
+static uint64_t
+round512(uint64_t n)
+{
+	return (n + 511) & ~(uint64_t)511;
+}
+
+/* ustar holds a name of up to 100 bytes, or one split at a '/' into a
+ * prefix of up to 155 and a name of up to 100 (POSIX.1-1988). */
+static int
+ustar_name_fits(const char *name, size_t len)
+{
+	const char *slash;
+
+	if (len <= 100)
+		return 1;
+	for (slash = strchr(name, '/'); slash != NULL;
+	    slash = strchr(slash + 1, '/'))
+		if ((size_t)(slash - name) <= 155 &&
+		    len - (size_t)(slash - name) - 1 <= 100 &&
+		    slash[1] != '\0')
+			return 1;
+	return 0;
+}
+
+uint64_t
+sk_tar_member_bytes(const char *name, uint64_t size)
+{
+	uint64_t n = 512 + round512(size);
+	size_t len = strlen(name), i;
+	int pax = !ustar_name_fits(name, len) || size >= 077777777777ULL;
+
+	for (i = 0; i < len && !pax; i++)
+		pax = (unsigned char)name[i] >= 0x80;
+	/* A PAX header: its own ustar block and records (path, size). */
+	if (pax)
+		n += 512 + round512(2 * len + 128);
+	return n;
+}

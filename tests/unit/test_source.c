@@ -1,0 +1,257 @@
+/*
+ * test_source.c - the local-file source: size, sequential and ranged
+ * reads, seeking, errors that name the path, and directory listing.
+ */
+#include <sys/stat.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define DATA_SIZE 100000
+
+/* A pattern that differs at every offset mod 251 (a prime). */
+static uint8_t *
+make_data(size_t n)
+{
+	uint8_t *p = malloc(n);
+	size_t i;
+
+	CHECK(p != NULL);
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i % 251);
+	return (p);
+}
+
+static void
+check_whole_file(sk_source *s, const uint8_t *want, size_t n)
+{
+	uint8_t *buf = malloc(n + 4096);
+	size_t got = 0;
+	int64_t r;
+
+	CHECK(buf != NULL);
+	/* Odd chunk sizes, so reads straddle nothing in particular. */
+	while ((r = CHECK_OK(sk_source_read(s, buf + got, 3001), s)) > 0) {
+		got += (size_t)r;
+		CHECK(got <= n);
+	}
+	CHECK_EQ_INT(got, n);
+	CHECK_MEM_EQ(buf, want, n);
+	/* At the end, reads keep returning 0. */
+	CHECK_EQ_INT(sk_source_read(s, buf, 10), 0);
+	free(buf);
+}
+
+TEST(source_file_read)
+{
+	uint8_t *data = make_data(DATA_SIZE);
+	sk_source *s;
+	uint64_t size = 0;
+
+	t_write_file("data.bin", data, DATA_SIZE);
+	CHECK_OK(sk_source_open(&s, t_path("data.bin")), s);
+	CHECK_EQ_STR(sk_source_url(s), t_path("data.bin"));
+	CHECK_OK(sk_source_size(s, &size), s);
+	CHECK_EQ_INT(size, DATA_SIZE);
+	check_whole_file(s, data, DATA_SIZE);
+	sk_source_close(s);
+
+	/* A relative path works too (the test runs in its directory). */
+	CHECK_OK(sk_source_open(&s, "data.bin"), s);
+	check_whole_file(s, data, DATA_SIZE);
+	sk_source_close(s);
+	free(data);
+}
+
+TEST(source_file_pread)
+{
+	uint8_t *data = make_data(DATA_SIZE), buf[1000];
+	sk_source *s;
+
+	t_write_file("data.bin", data, DATA_SIZE);
+	CHECK_OK(sk_source_open(&s, "data.bin"), s);
+
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 10), s), 10);
+	CHECK_MEM_EQ(buf, data, 10);
+
+	CHECK_EQ_INT(CHECK_OK(sk_source_pread(s, buf, 100, 50000), s), 100);
+	CHECK_MEM_EQ(buf, data + 50000, 100);
+	CHECK_EQ_INT(CHECK_OK(sk_source_pread(s, buf, 1, 0), s), 1);
+	CHECK_EQ_INT(buf[0], data[0]);
+
+	/* pread did not move the sequential position. */
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 10), s), 10);
+	CHECK_MEM_EQ(buf, data + 10, 10);
+
+	/* A ranged read over the end is short; at the end it is 0. */
+	CHECK_EQ_INT(CHECK_OK(sk_source_pread(s, buf, 100, DATA_SIZE - 10), s),
+	    10);
+	CHECK_MEM_EQ(buf, data + DATA_SIZE - 10, 10);
+	CHECK_EQ_INT(CHECK_OK(sk_source_pread(s, buf, 100, DATA_SIZE), s), 0);
+
+	/* And still the sequential position is where it was. */
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 5), s), 5);
+	CHECK_MEM_EQ(buf, data + 20, 5);
+	sk_source_close(s);
+	free(data);
+}
+
+TEST(source_file_seek)
+{
+	uint8_t *data = make_data(DATA_SIZE), buf[1000];
+	sk_source *s;
+
+	t_write_file("data.bin", data, DATA_SIZE);
+	CHECK_OK(sk_source_open(&s, "data.bin"), s);
+
+	CHECK_OK(sk_source_seek(s, 90000), s);
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 100), s), 100);
+	CHECK_MEM_EQ(buf, data + 90000, 100);
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 100), s), 100);
+	CHECK_MEM_EQ(buf, data + 90100, 100);
+
+	/* Backwards. */
+	CHECK_OK(sk_source_seek(s, 7), s);
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 3), s), 3);
+	CHECK_MEM_EQ(buf, data + 7, 3);
+
+	/* To the end: the next read is 0. */
+	CHECK_OK(sk_source_seek(s, DATA_SIZE), s);
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, 100), s), 0);
+	sk_source_close(s);
+	free(data);
+}
+
+TEST(source_file_empty)
+{
+	sk_source *s;
+	uint64_t size = 1;
+	char buf[16];
+
+	t_write_file("empty", "", 0);
+	CHECK_OK(sk_source_open(&s, "empty"), s);
+	CHECK_OK(sk_source_size(s, &size), s);
+	CHECK_EQ_INT(size, 0);
+	CHECK_EQ_INT(CHECK_OK(sk_source_read(s, buf, sizeof buf), s), 0);
+	sk_source_close(s);
+}
+
+TEST(source_file_missing)
+{
+	sk_source *s = NULL;
+	const char *msg;
+
+	msg = CHECK_ERR(sk_source_open(&s, t_path("no/such/shard-000.tar")),
+	    SK_ENOENT, s);
+	CHECK(s != NULL);
+	CHECK_CONTAINS(msg, "no/such/shard-000.tar");
+	t_diag("message: %s", msg);
+	sk_source_close(s);
+
+	/* The same through a file:// URL. */
+	msg = CHECK_ERR(sk_source_open(&s, "file:///nonexistent-sk/x.tar"),
+	    SK_ENOENT, s);
+	CHECK_CONTAINS(msg, "nonexistent-sk/x.tar");
+	sk_source_close(s);
+}
+
+TEST(source_file_url)
+{
+	uint8_t *data = make_data(DATA_SIZE);
+	char url[4200];
+	sk_source *s;
+	uint64_t size = 0;
+
+	t_write_file("data.bin", data, DATA_SIZE);
+	snprintf(url, sizeof url, "file://%s", t_path("data.bin"));
+	CHECK_OK(sk_source_open(&s, url), s);
+	CHECK_EQ_STR(sk_source_url(s), url);
+	CHECK_OK(sk_source_size(s, &size), s);
+	CHECK_EQ_INT(size, DATA_SIZE);
+	check_whole_file(s, data, DATA_SIZE);
+	sk_source_close(s);
+	free(data);
+}
+
+TEST(source_open_unsupported)
+{
+	sk_source *s = NULL;
+
+	/* Not a scheme shardkit knows: a failure with a message. */
+	CHECK(sk_source_open(&s, "ftp://h/x.tar") < 0);
+	CHECK(s != NULL);
+	CHECK(sk_errmsg(s)[0] != '\0');
+	sk_source_close(s);
+}
+
+TEST(source_list_dir)
+{
+	struct sk_strlist l = { 0 };
+	struct sk_error err = { 0 };
+	char want[4200];
+
+	CHECK(mkdir("d", 0755) == 0);
+	CHECK(mkdir("d/sub", 0755) == 0);
+	t_write_file("d/b.tar", "b", 1);
+	t_write_file("d/a.tar", "a", 1);
+	t_write_file("d/c.json", "{}", 2);
+	t_write_file("d/B.tar", "B", 1);
+
+	CHECK_OK(sk_strlist_push(&l, "already-there"), &err);
+	CHECK_OK(sk_source_list(t_path("d"), &l, &err), &err);
+	/* Appended, sorted (bytewise), regular files only, full paths. */
+	CHECK_EQ_INT(l.n, 5);
+	CHECK_EQ_STR(l.v[0], "already-there");
+	snprintf(want, sizeof want, "%s", t_path("d/B.tar"));
+	CHECK_EQ_STR(l.v[1], want);
+	snprintf(want, sizeof want, "%s", t_path("d/a.tar"));
+	CHECK_EQ_STR(l.v[2], want);
+	snprintf(want, sizeof want, "%s", t_path("d/b.tar"));
+	CHECK_EQ_STR(l.v[3], want);
+	snprintf(want, sizeof want, "%s", t_path("d/c.json"));
+	CHECK_EQ_STR(l.v[4], want);
+	sk_strlist_free(&l);
+}
+
+TEST(source_list_file_url)
+{
+	struct sk_strlist l = { 0 };
+	struct sk_error err = { 0 };
+	char url[4200];
+	sk_source *s;
+	size_t i;
+	char c;
+
+	CHECK(mkdir("d", 0755) == 0);
+	t_write_file("d/y.tar", "y", 1);
+	t_write_file("d/x.tar", "x", 1);
+	snprintf(url, sizeof url, "file://%s", t_path("d"));
+	CHECK_OK(sk_source_list(url, &l, &err), &err);
+	CHECK_EQ_INT(l.n, 2);
+	/* Either file:// URLs or paths; each must name the file and open. */
+	for (i = 0; i < l.n; i++) {
+		t_diag("listed: %s", l.v[i]);
+		CHECK_CONTAINS(l.v[i], t_path(i == 0 ? "d/x.tar" : "d/y.tar"));
+		CHECK_OK(sk_source_open(&s, l.v[i]), s);
+		CHECK_EQ_INT(CHECK_OK(sk_source_read(s, &c, 1), s), 1);
+		CHECK_EQ_INT(c, i == 0 ? 'x' : 'y');
+		sk_source_close(s);
+	}
+	sk_strlist_free(&l);
+}
+
+TEST(source_list_missing)
+{
+	struct sk_strlist l = { 0 };
+	struct sk_error err = { 0 };
+	const char *msg;
+
+	msg = CHECK_ERR(sk_source_list(t_path("nope"), &l, &err), SK_ENOENT,
+	    &err);
+	CHECK_CONTAINS(msg, "nope");
+	CHECK_EQ_INT(l.n, 0);
+	sk_strlist_free(&l);
+}
