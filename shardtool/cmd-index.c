@@ -1,0 +1,349 @@
+/*
+ * cmd-index.c - index existing shards: a wids manifest (sample count, size
+ * and MD5 of each shard) or, with --dali, DALI's per-shard .idx files.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shards.h"
+
+static int cmd_index_exec(int, char **);
+
+const struct cmd_entry cmd_index_entry = {
+	.name = "index",
+	.usage = "index [--dali] [-o OUT] URL...",
+	.help =
+	    "Read each shard and write a wids manifest listing its URL, sample\n"
+	    "count, size and MD5: to the file OUT, or to stdout without -o or\n"
+	    "with -o -. In a manifest file, a local shard's URL is relative to\n"
+	    "the manifest's folder when the shard lies under it, else absolute;\n"
+	    "on stdout URLs are written as given.\n"
+	    "With --dali, write DALI's index SHARD.idx next to each SHARD.tar,\n"
+	    "or into the folder OUT: \"v1.2 N\", then one line per sample of\n"
+	    "\"ext offset size name\" for each member (offset of its data).\n"
+	    "\n"
+	    "options:\n"
+	    "      --dali        write DALI .idx files\n"
+	    "  -o, --output OUT  the manifest file, or the folder for .idx files\n"
+	    "  -h, --help        print this help\n",
+	.exec = cmd_index_exec
+};
+
+enum { OPT_DALI = 256 };
+
+static const struct option index_options[] = {
+	{ "dali", no_argument, NULL, OPT_DALI },
+	{ "output", required_argument, NULL, 'o' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* DALI's index version that carries member names (wds2idx.py). */
+#define DALI_INDEX_VERSION "v1.2"
+
+/* ------------------------------------------------------------------------ */
+/* reading a shard                                                          */
+
+/* DALI splits index lines on white space, so names must hold none. */
+static int
+dali_line(const char *url, const struct sample *s, FILE *f,
+    struct sk_error *err)
+{
+	const struct sample_member *sm;
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		sm = &s->m[i];
+		if (sm->ext[0] == '\0' || strpbrk(sm->name, " \t\n\r\v\f"))
+			return sk_error_set(err, SK_EUNSUPPORTED, "%s: %s at "
+			    "offset %" PRIu64 ": a name without extension or "
+			    "with white space has no DALI index line", url,
+			    sm->name, sm->header_offset);
+		fprintf(f, "%s%s %" PRIu64 " %" PRIu64 " %s", i > 0 ? " " :
+		    "", sm->ext, sm->data_offset, sm->size, sm->name);
+	}
+	fputc('\n', f);
+	return 0;
+}
+
+/* Count the samples of a shard (runs of one key, as the loader sees them)
+ * and, when dali is not NULL, write their DALI lines to it. */
+static int
+index_shard(const char *url, FILE *dali, uint64_t *nsamples,
+    struct sk_error *err)
+{
+	struct sample_reader sr;
+	struct sample s = { 0 };
+	int rc;
+
+	*nsamples = 0;
+	if ((rc = sample_reader_open(&sr, url, NULL)) < 0)
+		goto fail;
+	while ((rc = sample_next(&sr, &s)) > 0) {
+		(*nsamples)++;
+		if (dali != NULL && (rc = dali_line(url, &s, dali, err)) < 0)
+			goto out;
+	}
+fail:
+	if (rc < 0)
+		*err = sr.err;
+out:
+	sample_free(&s);
+	sample_reader_close(&sr);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* DALI index files                                                         */
+
+/* SHARD.tar -> SHARD.idx, next to the shard or in the folder dir. */
+static char *
+dali_path(const char *url, const char *dir, struct sk_error *err)
+{
+	struct sk_url u;
+	const char *base;
+	char *path;
+	size_t len;
+
+	if (sk_url_parse(url, &u, err) < 0)
+		return NULL;
+	if (dir == NULL && u.scheme != SK_SCHEME_FILE) {
+		sk_error_set(err, SK_EUNSUPPORTED, "%s: cannot write an index "
+		    "next to a remote shard; give a folder with -o", url);
+		sk_url_free(&u);
+		return NULL;
+	}
+	base = strrchr(u.path, '/');
+	base = dir == NULL || base == NULL ? u.path : base + 1;
+	len = strcspn(base, "?");	/* an http query is no part of it */
+	if (len > 4 && strncmp(base + len - 4, ".tar", 4) == 0)
+		len -= 4;
+	path = xmalloc((dir != NULL ? strlen(dir) + 1 : 0) + len + 5);
+	sprintf(path, "%s%s%.*s.idx", dir != NULL ? dir : "",
+	    dir != NULL ? "/" : "", (int)len, base);
+	sk_url_free(&u);
+	return path;
+}
+
+/* Write head and body to path through path.part and a rename, so that a
+ * failed run never leaves a truncated index under the final name. */
+static int
+write_atomic(const char *path, const char *head, const char *body,
+    size_t bodylen, struct sk_error *err)
+{
+	char *part;
+	FILE *f;
+	int rc = 0;
+
+	part = xmalloc(strlen(path) + 6);
+	sprintf(part, "%s.part", path);
+	if ((f = fopen(part, "w")) == NULL) {
+		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", part,
+		    strerror(errno));
+		goto out;
+	}
+	fputs(head, f);
+	fwrite(body, 1, bodylen, f);
+	if (ferror(f) | fclose(f)) {
+		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", part,
+		    strerror(errno));
+		unlink(part);
+		goto out;
+	}
+	if (rename(part, path) < 0) {
+		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", path,
+		    strerror(errno));
+		unlink(part);
+	}
+out:
+	free(part);
+	return rc;
+}
+
+static int
+index_dali(const char *url, const char *dir, struct sk_error *err)
+{
+	char head[64], *body = NULL, *path;
+	size_t bodylen = 0;
+	uint64_t nsamples;
+	FILE *f;
+	int rc;
+
+	if ((path = dali_path(url, dir, err)) == NULL)
+		return SK_EINVAL;
+	/* The sample count heads the file, so the lines wait in memory. */
+	if ((f = open_memstream(&body, &bodylen)) == NULL)
+		die("open_memstream: %s", strerror(errno));
+	rc = index_shard(url, f, &nsamples, err);
+	if (fclose(f) != 0)
+		die("open_memstream: %s", strerror(errno));
+	if (rc >= 0) {
+		snprintf(head, sizeof head, DALI_INDEX_VERSION " %" PRIu64
+		    "\n", nsamples);
+		rc = write_atomic(path, head, body, bodylen, err);
+	}
+	free(body);
+	free(path);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* manifests                                                                */
+
+/*
+ * The URL a manifest in the folder outdir (a real path) records for a
+ * shard: relative when a local shard lies under outdir, since the loader
+ * resolves manifest URLs against the manifest's folder; else absolute.
+ */
+static char *
+manifest_url(const char *url, const char *outdir)
+{
+	char *copy, *dir, real[PATH_MAX], *out;
+	const char *base;
+	struct sk_url u;
+	size_t n;
+
+	if (outdir == NULL || sk_url_parse(url, &u, NULL) < 0)
+		return xstrdup(url);
+	if (u.scheme != SK_SCHEME_FILE) {
+		sk_url_free(&u);
+		return xstrdup(url);
+	}
+	copy = xstrdup(u.path);
+	base = strrchr(u.path, '/') != NULL ? strrchr(u.path, '/') + 1 :
+	    u.path;
+	dir = dirname(copy);
+	if (realpath(dir, real) == NULL) {
+		out = xstrdup(url);
+		goto out;
+	}
+	n = strlen(outdir);
+	if (strcmp(real, outdir) == 0)
+		out = xstrdup(base);
+	else {
+		out = xmalloc(strlen(real) + strlen(base) + 2);
+		/* Under outdir: the rest of the path; else all of it. */
+		sprintf(out, "%s/%s", strncmp(real, outdir, n) == 0 &&
+		    real[n] == '/' ? real + n + 1 : real, base);
+	}
+out:
+	free(copy);
+	sk_url_free(&u);
+	return out;
+}
+
+/* sk_manifest_write() wants a path; for stdout it writes to a temporary
+ * folder and the file is copied out. */
+static void
+manifest_to_stdout(const struct sk_manifest *m)
+{
+	char tmpl[PATH_MAX], path[PATH_MAX + 16];
+	const char *tmpdir = getenv("TMPDIR");
+	struct sk_error err;
+	uint8_t *data = NULL;
+	size_t size = 0;
+	int rc;
+
+	snprintf(tmpl, sizeof tmpl, "%s/shardtool-index.XXXXXX",
+	    tmpdir != NULL && *tmpdir != '\0' ? tmpdir : "/tmp");
+	if (mkdtemp(tmpl) == NULL)
+		die("%s: %s", tmpl, strerror(errno));
+	snprintf(path, sizeof path, "%s/index.json", tmpl);
+	rc = sk_manifest_write(path, m, &err);
+	if (rc >= 0)
+		rc = read_file(path, &data, &size, &err);
+	unlink(path);
+	rmdir(tmpl);
+	if (rc < 0)
+		die("%s", err.msg);
+	fwrite(data, 1, size, stdout);
+	free(data);
+}
+
+static int
+index_manifest(const struct shard_list *shards, const char *out)
+{
+	char outdir[PATH_MAX], *copy, *url;
+	struct sk_manifest m = { 0 };
+	struct sk_error err;
+	struct sk_shard_info info;
+	uint64_t nsamples;
+	size_t i, failed = 0;
+
+	if (out != NULL) {
+		copy = xstrdup(out);
+		if (realpath(dirname(copy), outdir) == NULL)
+			die("%s: %s", out, strerror(errno));
+		free(copy);
+	}
+	for (i = 0; i < shards->n; i++) {
+		url = shards->v[i].url;
+		if (index_shard(url, NULL, &nsamples, &err) < 0 ||
+		    shard_digest(url, &info.filesize, info.md5, &err) < 0) {
+			warn("%s", err.msg);
+			failed++;
+			continue;
+		}
+		url = manifest_url(url, out != NULL ? outdir : NULL);
+		if (sk_manifest_add_shard(&m, url, nsamples, info.filesize,
+		    info.md5) < 0)
+			die("%s: out of memory", url);
+		free(url);
+	}
+	if (failed > 0)
+		die("%zu of %zu shards failed; no manifest written", failed,
+		    shards->n);
+	if (out == NULL)
+		manifest_to_stdout(&m);
+	else if (sk_manifest_write(out, &m, &err) < 0)
+		die("%s", err.msg);
+	sk_manifest_free(&m);
+	return 0;
+}
+
+static int
+cmd_index_exec(int argc, char **argv)
+{
+	struct shard_list shards;
+	struct sk_error err;
+	const char *out = NULL;
+	int dali = 0, failed = 0, c;
+	size_t i;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:h", index_options,
+	    NULL)) != -1) {
+		switch (c) {
+		case OPT_DALI:
+			dali = 1;
+			break;
+		case 'o':
+			out = strcmp(optarg, "-") == 0 ? NULL : optarg;
+			break;
+		case 'h':
+			print_help(&cmd_index_entry);
+		default:
+			bad_option(&cmd_index_entry, c, argv);
+		}
+	}
+	shards_expand(&cmd_index_entry, argc - optind, argv + optind,
+	    &shards);
+	if (!dali)
+		failed = index_manifest(&shards, out);
+	for (i = 0; dali && i < shards.n; i++) {
+		if (index_dali(shards.v[i].url, out, &err) < 0) {
+			warn("%s", err.msg);
+			failed = 1;
+		}
+	}
+	flush_stdout();
+	shards_free(&shards);
+	return failed;
+}

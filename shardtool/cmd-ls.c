@@ -1,0 +1,104 @@
+/*
+ * cmd-ls.c - list the samples of shards (key and extensions), or with -l
+ * their members with data offset and size.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "shards.h"
+
+static int cmd_ls_exec(int, char **);
+
+const struct cmd_entry cmd_ls_entry = {
+	.name = "ls",
+	.usage = "ls [-l] URL...",
+	.help =
+	    "List the samples of each shard, one per line: the key, a tab and\n"
+	    "the extensions of its members in tar order. With several shards\n"
+	    "each shard's list follows a line \"URL:\". A URL may be a brace\n"
+	    "pattern or a manifest NAME.json.\n"
+	    "\n"
+	    "options:\n"
+	    "  -l, --long   list members instead: data offset, size and name\n"
+	    "  -h, --help   print this help\n",
+	.exec = cmd_ls_exec
+};
+
+static const struct option ls_options[] = {
+	{ "long", no_argument, NULL, 'l' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static void
+ls_print(const struct sample *s, int long_format)
+{
+	size_t i;
+
+	if (s->n == 0)
+		return;
+	if (long_format) {
+		for (i = 0; i < s->n; i++)
+			printf("%" PRIu64 " %" PRIu64 " %s\n",
+			    s->m[i].data_offset, s->m[i].size, s->m[i].name);
+		return;
+	}
+	printf("%s\t", s->key);
+	for (i = 0; i < s->n; i++)
+		printf("%s%s", i > 0 ? " " : "", s->m[i].ext);
+	putchar('\n');
+}
+
+/* List one shard; what was read before any damage is still listed. */
+static int
+ls_shard(const char *url, int long_format)
+{
+	struct sample_reader sr;
+	struct sample s = { 0 };
+	int rc;
+
+	if ((rc = sample_reader_open(&sr, url, NULL)) < 0)
+		goto out;
+	do {
+		rc = sample_next(&sr, &s);
+		ls_print(&s, long_format);
+	} while (rc > 0);
+out:
+	if (rc < 0)
+		warn("%s", sr.err.msg);
+	sample_free(&s);
+	sample_reader_close(&sr);
+	return rc;
+}
+
+static int
+cmd_ls_exec(int argc, char **argv)
+{
+	struct shard_list shards;
+	int long_format = 0, failed = 0, c;
+	size_t i;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":lh", ls_options, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			long_format = 1;
+			break;
+		case 'h':
+			print_help(&cmd_ls_entry);
+		default:
+			bad_option(&cmd_ls_entry, c, argv);
+		}
+	}
+	shards_expand(&cmd_ls_entry, argc - optind, argv + optind, &shards);
+	for (i = 0; i < shards.n; i++) {
+		if (shards.n > 1)
+			printf("%s%s:\n", i > 0 ? "\n" : "", shards.v[i].url);
+		if (ls_shard(shards.v[i].url, long_format) < 0)
+			failed = 1;
+	}
+	flush_stdout();
+	shards_free(&shards);
+	return failed;
+}

@@ -1,0 +1,355 @@
+/*
+ * cmd-verify.c - check shards: tar structure, sample adjacency, duplicate
+ * members, labels, optionally image decoding, and against a manifest the
+ * sample count, size and MD5 of each shard.
+ */
+#include <ctype.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "shards.h"
+
+static int cmd_verify_exec(int, char **);
+
+const struct cmd_entry cmd_verify_entry = {
+	.name = "verify",
+	.usage = "verify [--decode] [--classes N] [-q] URL...",
+	.help =
+	    "Check every shard: the tar structure, that the members of a\n"
+	    "sample are adjacent and unique, and that every sample with an\n"
+	    "image (.jpg, .jpeg, .png) has a .cls label, a non-negative\n"
+	    "decimal number. For a manifest NAME.json also check each shard's\n"
+	    "sample count, size and MD5 and that labels are below the number\n"
+	    "of classes it names. Each problem is a line on stderr; a summary\n"
+	    "goes to stdout. Exit status 1 if any problem was found.\n"
+	    "\n"
+	    "options:\n"
+	    "      --decode      also decode every image\n"
+	    "      --classes N   labels must be below N\n"
+	    "  -q, --quiet       no summary\n"
+	    "  -h, --help        print this help\n",
+	.exec = cmd_verify_exec
+};
+
+enum { OPT_DECODE = 256, OPT_CLASSES };
+
+static const struct option verify_options[] = {
+	{ "decode", no_argument, NULL, OPT_DECODE },
+	{ "classes", required_argument, NULL, OPT_CLASSES },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* The keys seen in one shard: open addressing, linear probing. */
+struct keyset {
+	char **slot;
+	size_t cap, n;
+};
+
+struct verify {
+	long long classes;	/* labels must be below; 0: no limit */
+	const char *url;
+	uint64_t nsamples, nmembers, nproblems;
+	struct keyset seen;
+};
+
+/* ------------------------------------------------------------------------ */
+/* helpers                                                                  */
+
+static uint64_t
+key_hash(const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;	/* FNV-1a */
+
+	while (*s != '\0')
+		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	return h;
+}
+
+/* 1 if key (malloc'd; the set owns it from now on) is new, 0 if it was
+ * seen before. */
+static int
+keyset_add(struct keyset *ks, char *key)
+{
+	char **old = ks->slot;
+	size_t oldcap = ks->cap, i, j;
+
+	if (2 * (ks->n + 1) > ks->cap) {
+		ks->cap = ks->cap == 0 ? 256 : ks->cap * 2;
+		ks->slot = xcalloc(ks->cap, sizeof *ks->slot);
+		for (j = 0; j < oldcap; j++) {
+			if (old[j] == NULL)
+				continue;
+			i = key_hash(old[j]) & (ks->cap - 1);
+			while (ks->slot[i] != NULL)
+				i = (i + 1) & (ks->cap - 1);
+			ks->slot[i] = old[j];
+		}
+		free(old);
+	}
+	i = key_hash(key) & (ks->cap - 1);
+	while (ks->slot[i] != NULL) {
+		if (strcmp(ks->slot[i], key) == 0) {
+			free(key);
+			return 0;
+		}
+		i = (i + 1) & (ks->cap - 1);
+	}
+	ks->slot[i] = key;
+	ks->n++;
+	return 1;
+}
+
+static void
+keyset_clear(struct keyset *ks)
+{
+	size_t i;
+
+	for (i = 0; i < ks->cap; i++)
+		free(ks->slot[i]);
+	free(ks->slot);
+	memset(ks, 0, sizeof *ks);
+}
+
+static void
+vproblem(struct verify *v, const char *prefix, const char *fmt, va_list ap)
+{
+	char msg[SK_ERRMSG_MAX + 512];
+
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	warn("%s%s", prefix, msg);
+	v->nproblems++;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+problem(struct verify *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vproblem(v, "", fmt, ap);
+	va_end(ap);
+}
+
+/* A problem of one sample: "URL: key K at offset O: what". */
+static void __attribute__((format(printf, 4, 5)))
+problem_at(struct verify *v, const char *key, uint64_t offset,
+    const char *fmt, ...)
+{
+	char prefix[SK_ERRMSG_MAX];
+	va_list ap;
+
+	snprintf(prefix, sizeof prefix, "%s: key %s at offset %" PRIu64 ": ",
+	    v->url, key, offset);
+	va_start(ap, fmt);
+	vproblem(v, prefix, fmt, ap);
+	va_end(ap);
+}
+
+static int
+is_image(const char *ext)
+{
+	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
+	    strcasecmp(ext, "png") == 0;
+}
+
+static int
+want_label(const char *ext)
+{
+	return strcmp(ext, "cls") == 0;
+}
+
+static int
+want_label_image(const char *ext)
+{
+	return want_label(ext) || is_image(ext);
+}
+
+/* A label is ASCII decimal, optionally surrounded by white space. */
+static int
+parse_label(const uint8_t *p, size_t n, unsigned long long *label)
+{
+	size_t i = 0, digits = 0;
+
+	*label = 0;
+	while (i < n && isspace(p[i]))
+		i++;
+	for (; i < n && isdigit(p[i]); i++, digits++) {
+		if (*label > (ULLONG_MAX - 9) / 10)
+			return -1;
+		*label = *label * 10 + (p[i] - '0');
+	}
+	while (i < n && isspace(p[i]))
+		i++;
+	return digits > 0 && i == n ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* checks                                                                   */
+
+static void
+check_label(struct verify *v, const struct sample *s,
+    const struct sample_member *cls)
+{
+	unsigned long long label;
+
+	if (parse_label(cls->data, cls->size, &label) < 0) {
+		problem_at(v, s->key, cls->header_offset, "%s is not a "
+		    "decimal label", cls->name);
+		return;
+	}
+	if (v->classes > 0 && label >= (unsigned long long)v->classes)
+		problem_at(v, s->key, cls->header_offset, "label %llu out of "
+		    "range (%lld classes)", label, v->classes);
+}
+
+static void
+check_decode(struct verify *v, const struct sample *s,
+    const struct sample_member *img)
+{
+	struct sk_error err = { 0 };
+	uint8_t *rgb = NULL;
+	int w, h;
+
+	if (sk_image_decode_rgb(img->data, img->size, 0, &rgb, &w, &h,
+	    &err) < 0)
+		problem_at(v, s->key, img->header_offset, "%s: %s", img->name,
+		    err.msg);
+	free(rgb);
+}
+
+static void
+check_sample(struct verify *v, const struct sample *s, int decode)
+{
+	const struct sample_member *cls = NULL, *img = NULL;
+	size_t i, j;
+
+	v->nsamples++;
+	v->nmembers += s->n;
+	if (!keyset_add(&v->seen, xstrdup(s->key)))
+		problem_at(v, s->key, s->m[0].header_offset, "members not "
+		    "adjacent (key seen before)");
+	for (i = 0; i < s->n; i++) {
+		for (j = 0; j < i; j++)
+			if (strcmp(s->m[i].ext, s->m[j].ext) == 0)
+				break;
+		if (j < i)
+			problem_at(v, s->key, s->m[i].header_offset,
+			    "duplicate member %s", s->m[i].name);
+		if (cls == NULL && want_label(s->m[i].ext))
+			cls = &s->m[i];
+		if (is_image(s->m[i].ext)) {
+			if (img == NULL)
+				img = &s->m[i];
+			if (decode)
+				check_decode(v, s, &s->m[i]);
+		}
+	}
+	if (cls != NULL)
+		check_label(v, s, cls);
+	else if (img != NULL)
+		problem_at(v, s->key, s->m[0].header_offset, "missing label");
+}
+
+/* Compare what a manifest says about a shard with the shard itself. */
+static void
+check_manifest(struct verify *v, const struct sk_manifest_shard *expect,
+    uint64_t nsamples)
+{
+	struct sk_error err = { 0 };
+	uint64_t size;
+	char md5[33];
+
+	if (nsamples != expect->nsamples)
+		problem(v, "%s: %" PRIu64 " samples, manifest says %" PRIu64,
+		    v->url, nsamples, expect->nsamples);
+	if (shard_digest(v->url, &size, md5, &err) < 0) {
+		problem(v, "%s", err.msg);
+		return;
+	}
+	if (size != expect->filesize)
+		problem(v, "%s: size %" PRIu64 ", manifest says %" PRIu64,
+		    v->url, size, expect->filesize);
+	if (strcasecmp(md5, expect->md5) != 0)
+		problem(v, "%s: md5 %s, manifest says %s", v->url, md5,
+		    expect->md5);
+}
+
+static void
+verify_shard(struct verify *v, const struct shard *sh, int decode)
+{
+	struct sample_reader sr;
+	struct sample s = { 0 };
+	uint64_t first = v->nsamples;
+	int rc;
+
+	v->url = sh->url;
+	if (sample_reader_open(&sr, sh->url,
+	    decode ? want_label_image : want_label) < 0) {
+		/* One line for a missing shard, not one per manifest field. */
+		problem(v, "%s", sr.err.msg);
+		return;
+	}
+	while ((rc = sample_next(&sr, &s)) > 0)
+		check_sample(v, &s, decode);
+	if (rc < 0)
+		problem(v, "%s", sr.err.msg);
+	sample_free(&s);
+	sample_reader_close(&sr);
+	keyset_clear(&v->seen);
+	if (sh->expect != NULL)
+		check_manifest(v, sh->expect, v->nsamples - first);
+}
+
+static int
+cmd_verify_exec(int argc, char **argv)
+{
+	struct verify v = { 0 };
+	struct shard_list shards;
+	long long classes = 0;
+	int decode = 0, quiet = 0, c;
+	size_t i;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":qh", verify_options,
+	    NULL)) != -1) {
+		switch (c) {
+		case OPT_DECODE:
+			decode = 1;
+			break;
+		case OPT_CLASSES:
+			classes = parse_int(&cmd_verify_entry, "--classes",
+			    optarg, 1, LLONG_MAX);
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			print_help(&cmd_verify_entry);
+		default:
+			bad_option(&cmd_verify_entry, c, argv);
+		}
+	}
+	shards_expand(&cmd_verify_entry, argc - optind, argv + optind,
+	    &shards);
+	for (i = 0; i < shards.n; i++) {
+		/* --classes wins over what a manifest names. */
+		v.classes = classes > 0 ? classes :
+		    (long long)shards.v[i].nclasses;
+		verify_shard(&v, &shards.v[i], decode);
+	}
+	if (!quiet)
+		printf("verified %zu shards, %" PRIu64 " samples, %" PRIu64
+		    " members: %" PRIu64 " problems\n", shards.n, v.nsamples,
+		    v.nmembers, v.nproblems);
+	flush_stdout();
+	shards_free(&shards);
+	return v.nproblems > 0;
+}

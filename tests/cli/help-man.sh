@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# help-man.sh - every long option in "shardtool CMD --help" appears in
+# shardtool(1) (curl's test1139), every command has a --help that exits 0,
+# and mandoc -Tlint finds nothing above STYLE in the man pages.
+set -eu
+. "$top_srcdir/tests/cli/lib.sh"
+
+man1="$top_srcdir/man/shardtool.1"
+man5="$top_srcdir/man/shardkit.5"
+[ -f "$man1" ] || fail "$man1 does not exist"
+[ -f "$man5" ] || fail "$man5 does not exist"
+
+say "shardtool --help and --version exit 0"
+st help --help
+has help.out "usage: shardtool"
+st version --version
+has version.out "shardtool"
+st_rc 2 nocmd
+
+# The commands: the first word of each usage line under "commands:".
+cmds=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\).*/\1/p' "$T/help.out")
+[ "$(echo "$cmds" | wc -w)" -ge 7 ] || fail "shardtool --help lists only: $cmds"
+
+# The man page as text, with overstrike removed, for the search.
+need_cmd mandoc
+mandoc -Tascii -O width=200 "$man1" | sed 's/.\x08//g' >"$T/man1.txt" ||
+    fail "mandoc cannot render $man1"
+
+missing=
+for c in $cmds; do
+	say "shardtool $c --help: exit 0, and its options are in shardtool.1"
+	st help-$c "$c" --help
+	[ -s "$T/help-$c.out" ] || fail "shardtool $c --help prints nothing"
+	grep -qw -- "$c" "$T/man1.txt" || missing="$missing $c(command)"
+	for o in $(grep -o -- '--[a-z][a-z0-9-]*' "$T/help-$c.out" | sort -u); do
+		# A whole option: not followed by a letter, digit or dash.
+		grep -q -- "$o\([^a-z0-9-]\|$\)" "$T/man1.txt" ||
+		    missing="$missing $c:$o"
+	done
+done
+[ -z "$missing" ] || fail "not in shardtool.1:$missing"
+
+say "mandoc -Tlint: no messages above STYLE"
+set +e
+mandoc -Tlint "$man1" "$man5" >"$T/lint" 2>&1
+set -e
+# Messages about the pages: "mandoc: FILE:LINE:COL: LEVEL: ...". Others (an
+# outdated system mandoc.db) are about this machine, not the pages.
+grep -E ': (WARNING|ERROR|UNSUPP|BADARG): ' "$T/lint" >"$T/lint.bad" || true
+if [ -s "$T/lint.bad" ]; then
+	cat "$T/lint.bad" >&2
+	fail "mandoc -Tlint reports the messages above"
+fi
+
+say "shardkit.5 documents the shard and manifest formats"
+mandoc -Tascii -O width=200 "$man5" | sed 's/.\x08//g' >"$T/man5.txt"
+for w in wids-shard-index-v1 nsamples filesize md5sum ustar; do
+	grep -qF -- "$w" "$T/man5.txt" || fail "shardkit.5 does not mention $w"
+done
+echo "PASS: help-man"
