@@ -28,7 +28,7 @@ const struct cmd_entry cmd_synth_entry = {
 	.name = "synth",
 	.usage = "synth cifar10|imagenet DIR [options]",
 	.help =
-	    "Write a synthetic data set under DIR (created if missing) in the\n"
+	    "Write a synthetic dataset under DIR (created if missing) in the\n"
 	    "real on-disk layout. Each class draws its own shape and colors,\n"
 	    "placed and sized at random per image. The same options give\n"
 	    "byte-identical files, whatever -j is.\n"
@@ -89,16 +89,6 @@ static const struct option synth_options[] = {
 struct rng {
 	uint64_t s[4];
 };
-
-static uint64_t
-splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 /* A stream per (seed, what, index): images do not depend on the order or
  * the thread that makes them. */

@@ -476,16 +476,6 @@ run_parallel(struct engine *e)
 /* ------------------------------------------------------------------------ */
 /* the run                                                                  */
 
-static uint64_t
-splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static void
 make_order(struct engine *e)
 {

@@ -57,6 +57,8 @@ int read_file(const char *path, uint8_t **data, size_t *size,
 /* Expand each URL argument (brace patterns, "::" lists) into out. */
 void expand_args(const struct cmd_entry *cmd, int argc, char **argv,
     struct sk_strlist *out);
+/* The splitmix64 generator: the same stream on every machine. */
+uint64_t splitmix64(uint64_t *state);
 /* Common long option for every command. */
 #define OPT_HELP 'h'
 
