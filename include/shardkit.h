@@ -148,6 +148,11 @@ int sk_source_size(sk_source *s, uint64_t *size);
 const char *sk_source_url(const sk_source *s);
 void sk_source_close(sk_source *s);
 
+/* Size and hex MD5 of all the bytes at a URL (a shard, as a manifest
+ * records it). */
+int sk_source_md5(const char *url, uint64_t *size, char md5[33],
+    struct sk_error *err);
+
 /* The objects under a directory or prefix URL, sorted, appended to out as
  * full URLs. */
 int sk_source_list(const char *url, struct sk_strlist *out,
@@ -284,7 +289,8 @@ int sk_image_decode_rgb(const void *data, size_t size, uint64_t max_pixels,
  * components. *out is malloc'd. */
 int sk_image_encode_jpeg(const uint8_t *pix, int w, int h, int components,
     int quality, uint8_t **out, size_t *outlen, struct sk_error *err);
-/* 1 (gray) or 3 (RGB) components, zlib level 0-9 (-1: default). */
+/* 1 (gray) or 3 (RGB) components, deflate level 0-9 (-1: the fast
+ * default; 4 and up also use the smaller Paeth filter). */
 int sk_image_encode_png(const uint8_t *pix, int w, int h, int components,
     int level, uint8_t **out, size_t *outlen, struct sk_error *err);
 /* Antialiased bilinear (triangle filter) resize of 8-bit RGB. */

@@ -65,6 +65,9 @@ struct sk_source {
 
 extern const struct sk__source_ops sk__source_file_ops;
 
+/* The first 16 bytes of an MD5 digest as 32 hex digits and a NUL. */
+void sk__md5_hex(const unsigned char *digest, char out[33]);
+
 char *sk__strdup(const char *s);
 char *sk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -72,7 +72,17 @@ build_info(const struct sk_manifest *m, struct sk_error *err)
 	names = json_array();
 	counts = json_array();
 	for (i = 0; i < m->nclasses; i++) {
-		json_array_append_new(names, json_string(m->classes[i]));
+		/* jansson takes UTF-8 only; a NULL here would drop the name
+		 * and shift every later label onto the wrong class. */
+		if (json_array_append_new(names,
+		    json_string(m->classes[i])) != 0) {
+			json_decref(names);
+			json_decref(counts);
+			json_decref(info);
+			sk_error_set(err, SK_EINVAL, "class name %zu is not "
+			    "UTF-8", i);
+			return NULL;
+		}
 		json_array_append_new(counts, json_integer(m->class_counts ?
 		    (json_int_t)m->class_counts[i] : 0));
 	}
@@ -99,7 +109,15 @@ sk_manifest_write(const char *path, const struct sk_manifest *m,
 	json_object_set_new(root, "wids_version", json_integer(1));
 	for (i = 0; i < m->nshards; i++) {
 		s = json_object();
-		json_object_set_new(s, "url", json_string(m->shards[i].url));
+		if (json_object_set_new(s, "url",
+		    json_string(m->shards[i].url)) != 0) {
+			json_decref(s);
+			json_decref(root);
+			json_decref(list);
+			json_decref(info);
+			return sk_error_set(err, SK_EINVAL, "shard URL %s is not "
+			    "UTF-8", m->shards[i].url);
+		}
 		json_object_set_new(s, "nsamples",
 		    json_integer((json_int_t)m->shards[i].nsamples));
 		json_object_set_new(s, "filesize",

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "internal.h"
 
 static const struct sk__source_ops *
@@ -126,5 +128,59 @@ sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
 	else
 		rc = ops->list(&u, url, out, err);
 	sk_url_free(&u);
+	return rc;
+}
+
+void
+sk__md5_hex(const unsigned char *digest, char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		out[2 * i] = hex[digest[i] >> 4];
+		out[2 * i + 1] = hex[digest[i] & 15];
+	}
+	out[32] = '\0';
+}
+
+int
+sk_source_md5(const char *url, uint64_t *size, char md5[33],
+    struct sk_error *err)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = NULL;
+	sk_source *src = NULL;
+	uint8_t *buf = NULL;
+	int64_t got;
+	int rc;
+
+	*size = 0;
+	if ((rc = sk_source_open(&src, url)) < 0) {
+		sk_error_set(err, rc, "%s", sk_errmsg(src));
+		goto out;
+	}
+	if ((buf = malloc(1 << 20)) == NULL ||
+	    (ctx = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ctx, EVP_md5(), NULL) != 1) {
+		rc = sk_error_set(err, SK_ENOMEM, "%s: cannot start MD5", url);
+		goto out;
+	}
+	while ((got = sk_source_read(src, buf, 1 << 20)) > 0) {
+		EVP_DigestUpdate(ctx, buf, (size_t)got);
+		*size += (uint64_t)got;
+	}
+	if (got < 0) {
+		rc = sk_error_set(err, (int)got, "%s", sk_errmsg(src));
+		goto out;
+	}
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	sk__md5_hex(md, md5);
+	rc = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	sk_source_close(src);
 	return rc;
 }

@@ -28,7 +28,10 @@ file_open(sk_source *s, const struct sk_url *u)
 		return sk__fail(&s->h, sk_errno_code(errno), "%s: %s",
 		    s->url, strerror(errno));
 	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-		int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
+		int e = errno;
+
+		if (e == 0 || S_ISDIR(st.st_mode))
+			e = EISDIR;
 		close(fd);
 		return sk__fail(&s->h, SK_EINVAL, "%s: %s", s->url,
 		    strerror(e));

@@ -141,21 +141,40 @@ header_damage(struct sk_tar_reader *r)
 
 /*
  * POSIX ends a tar with two zero blocks, and every writer we know adds
- * them. A file that stops right after a member has lost its tail at a
- * block boundary; libarchive calls that a clean end, so look ourselves.
- * Compressed input has no such boundary to check.
+ * them. libarchive takes a file that stops right after a member, or a
+ * single zero block, as a clean end; either way members can be lost with
+ * no error (a header zeroed on disk, shards concatenated). So check the
+ * end ourselves: something must follow the last member, and all of it
+ * must be zeros (writers pad to their record size). Compressed input has
+ * no such boundary to check.
  */
 static int
 end_check(struct sk_tar_reader *r)
 {
-	uint64_t size;
+	uint64_t size, off;
+	int64_t got, i;
 
-	if (archive_filter_count(r->a) > 1 || r->next_header == 0 ||
-	    sk_source_size(r->src, &size) != 0 || size > r->next_header)
+	if (archive_filter_count(r->a) > 1 ||
+	    sk_source_size(r->src, &size) != 0)
 		return 0;
-	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: truncated: no "
-	    "end-of-archive blocks after the last member", r->src->url,
-	    (unsigned long long)size);
+	if (r->next_header > 0 && size <= r->next_header)
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: "
+		    "truncated: no end-of-archive blocks after the last member",
+		    r->src->url, (unsigned long long)size);
+	for (off = r->next_header; off < size; off += (uint64_t)got) {
+		got = sk_source_pread(r->src, r->buf, READ_BUF, off);
+		if (got <= 0)
+			return got < 0 ? sk__fatal(&r->h, SK_EIO, "%s",
+			    sk_errmsg(r->src)) : 0;
+		for (i = 0; i < got; i++)
+			if (r->buf[i] != 0)
+				return sk__fatal(&r->h, SK_EFORMAT, "%s: offset "
+				    "%llu: data after an end-of-archive block "
+				    "(a zeroed header, or tars joined end to end)",
+				    r->src->url, (unsigned long long)
+				    ((off + (uint64_t)i) & ~511ULL));
+	}
+	return 0;
 }
 
 int

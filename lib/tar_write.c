@@ -282,7 +282,9 @@ sk_tar_writer_add(sk_tar_writer *w, const char *name, const void *data,
 	archive_entry_set_mtime(e, (time_t)w->mtime, 0);
 	archive_entry_set_uid(e, 0);
 	archive_entry_set_gid(e, 0);
-	if (archive_write_header(w->a, e) != ARCHIVE_OK ||
+	/* WARN: a name the locale cannot convert; libarchive stores its raw
+	 * bytes (hdrcharset=BINARY), which is what the name was. */
+	if (archive_write_header(w->a, e) < ARCHIVE_WARN ||
 	    (size > 0 && archive_write_data(w->a, data, size) !=
 	    (la_ssize_t)size))
 		return sk__fatal(&w->h, archive_code(w->a), "%s: %s: %s",
@@ -330,7 +332,7 @@ sk_tar_writer_close(sk_tar_writer *w, struct sk_shard_info *info,
     struct sk_error *err)
 {
 	unsigned char digest[EVP_MAX_MD_SIZE];
-	unsigned int dlen = 0, i;
+	unsigned int dlen = 0;
 	int rc;
 
 	if ((rc = sk__check(&w->h, SK__MAGIC_TAR_WRITER, __func__)) != 0) {
@@ -368,8 +370,7 @@ sk_tar_writer_close(sk_tar_writer *w, struct sk_shard_info *info,
 	if (info != NULL) {
 		hash_finish(&w->hash);
 		EVP_DigestFinal_ex(w->hash.md5, digest, &dlen);
-		for (i = 0; i < dlen && i < 16; i++)
-			snprintf(info->md5 + 2 * i, 3, "%02x", digest[i]);
+		sk__md5_hex(digest, info->md5);
 		info->filesize = w->bytes;
 		info->nmembers = w->nmembers;
 	}

@@ -97,7 +97,9 @@ expand_range(const char *pat, size_t open, size_t close, const char *dots,
 		    pat, (int)(close - open + 1), pat + open);
 	if (plo || phi)
 		width = (int)(nlo > nhi ? nlo : nhi);
-	count = (unsigned long long)(hi >= lo ? hi - lo : lo - hi) + 1;
+	/* In unsigned arithmetic: hi - lo can overflow a long long. */
+	count = (hi >= lo ? (unsigned long long)hi - (unsigned long long)lo :
+	    (unsigned long long)lo - (unsigned long long)hi) + 1;
 	if (count > SK_EXPAND_MAX || out->n + count > SK_EXPAND_MAX)
 		return sk_error_set(err, SK_ETOOBIG,
 		    "%s: expands to more than %d names", pat, SK_EXPAND_MAX);

@@ -16,7 +16,6 @@
 #include <jerror.h>
 #include <libdeflate.h>
 #include <png.h>
-#include <zlib.h>
 
 #include "shardkit.h"
 
@@ -557,7 +556,6 @@ out:
 	return rc;
 }
 
-/* A growing output buffer for png_set_write_fn. */
 /*
  * PNG encoding. libpng cannot reuse a zlib stream between images, and on
  * CIFAR-10's 32x32 images zlib's setup and its literal coding cost 50 us of
@@ -595,7 +593,8 @@ deflater(int level)
 {
 	struct deflater *d;
 
-	pthread_once(&deflater_once, deflater_key_init);
+	if (pthread_once(&deflater_once, deflater_key_init) != 0)
+		return NULL;
 	d = pthread_getspecific(deflater_key);
 	if (d != NULL && d->level == level)
 		return d->c;
@@ -697,7 +696,7 @@ sk_image_encode_png(const uint8_t *pix, int w, int h, int components,
 		return sk_error_set(err, SK_EINVAL, "PNG: %d components "
 		    "(want 1 or 3)", components);
 	if (level < -1 || level > 9)
-		return sk_error_set(err, SK_EINVAL, "PNG: zlib level %d is not "
+		return sk_error_set(err, SK_EINVAL, "PNG: deflate level %d is not "
 		    "in -1..9", level);
 	/* The default is the CIFAR-10 hot path: libdeflate level 1 with Sub
 	 * rows, 19 us a 32x32 image and 5% larger than PIL's level 6. */

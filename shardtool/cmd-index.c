@@ -286,7 +286,7 @@ index_manifest(const struct shard_list *shards, const char *out)
 	for (i = 0; i < shards->n; i++) {
 		url = shards->v[i].url;
 		if (index_shard(url, NULL, &nsamples, &err) < 0 ||
-		    shard_digest(url, &info.filesize, info.md5, &err) < 0) {
+		    sk_source_md5(url, &info.filesize, info.md5, &err) < 0) {
 			warn("%s", err.msg);
 			failed++;
 			continue;

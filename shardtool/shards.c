@@ -1,6 +1,6 @@
 /*
  * shards.c - the shard list from URL and manifest arguments, a reader that
- * groups adjacent tar members into samples, and MD5 of a shard's raw bytes.
+ * groups adjacent tar members into samples, and option and output helpers.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include "shards.h"
 
@@ -302,53 +301,6 @@ sample_next(struct sample_reader *sr, struct sample *s)
 		if ((rc = push_member(sr, s, &sm)) < 0)
 			return rc;
 	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* hashing                                                                  */
-
-int
-shard_digest(const char *url, uint64_t *size, char md5[33],
-    struct sk_error *err)
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char buf[65536], md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0, i;
-	sk_source *src = NULL;
-	EVP_MD_CTX *ctx = NULL;
-	int64_t got;
-	int rc;
-
-	*size = 0;
-	if ((rc = sk_source_open(&src, url)) < 0) {
-		sk_error_set(err, rc, "%s", src != NULL ? sk_errmsg(src) :
-		    sk_strerror(rc));
-		goto out;
-	}
-	if ((ctx = EVP_MD_CTX_new()) == NULL ||
-	    EVP_DigestInit_ex(ctx, EVP_md5(), NULL) != 1) {
-		rc = sk_error_set(err, SK_ENOMEM, "%s: cannot start MD5", url);
-		goto out;
-	}
-	while ((got = sk_source_read(src, buf, sizeof buf)) > 0) {
-		EVP_DigestUpdate(ctx, buf, (size_t)got);
-		*size += (uint64_t)got;
-	}
-	if (got < 0) {
-		rc = sk_error_set(err, (int)got, "%s", sk_errmsg(src));
-		goto out;
-	}
-	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	for (i = 0; i < mdlen && i < 16; i++) {
-		md5[2 * i] = hex[md[i] >> 4];
-		md5[2 * i + 1] = hex[md[i] & 15];
-	}
-	md5[2 * i] = '\0';
-	rc = 0;
-out:
-	EVP_MD_CTX_free(ctx);
-	sk_source_close(src);
-	return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /*
  * shards.h - what ls, verify, index, cat and extract share: turning URL and
  * manifest arguments into a shard list, reading a shard sample by sample,
- * and hashing a shard's raw bytes.
+ * and option and output helpers.
  */
 #ifndef SHARDS_H
 #define SHARDS_H
@@ -88,13 +88,6 @@ int sample_reader_open(struct sample_reader *sr, const char *url,
 int sample_next(struct sample_reader *sr, struct sample *s);
 void sample_reader_close(struct sample_reader *sr);
 void sample_free(struct sample *s);
-
-/* ------------------------------------------------------------------------ */
-/* hashing                                                                  */
-
-/* Size and hex MD5 of a shard's raw bytes, as a manifest records them. */
-int shard_digest(const char *url, uint64_t *size, char md5[33],
-    struct sk_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* output                                                                   */
