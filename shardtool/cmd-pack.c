@@ -101,7 +101,7 @@ pack_exec(int argc, char **argv)
 	const char *split = NULL, *kind, *src;
 	struct pack_dataset ds;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	int c, rc;
+	int c, rc, format_given = 0;
 
 	o.jobs = ncpu > 0 ? (int)ncpu : 1;
 	opterr = 0;
@@ -125,6 +125,7 @@ pack_exec(int argc, char **argv)
 			else
 				usage_error(cmd, "--format: want png or jpg, "
 				    "not '%s'", optarg);
+			format_given = 1;
 			break;
 		case OPT_QUALITY:
 			o.quality = (int)parse_int(cmd, "--quality", optarg, 1,
@@ -178,6 +179,9 @@ pack_exec(int argc, char **argv)
 	if (o.pattern == NULL)
 		usage_error(cmd, "-o PATTERN is required");
 
+	if (format_given && strcmp(kind, "cifar10") != 0)
+		usage_error(cmd, "--format applies to cifar10 only; %s images "
+		    "keep their own format", kind);
 	if (strcmp(kind, "cifar10") == 0) {
 		if (o.resize_short)
 			usage_error(cmd, "--resize-short does not apply to "

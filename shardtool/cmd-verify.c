@@ -57,6 +57,7 @@ struct verify {
 	long long classes;	/* labels must be below; 0: no limit */
 	const char *url;
 	uint64_t nsamples, nmembers, nproblems;
+	uint64_t nskipped;	/* entries that are no sample member */
 	struct keyset seen;
 };
 
@@ -270,7 +271,7 @@ check_manifest(struct verify *v, const struct sk_manifest_shard *expect,
 	if (nsamples != expect->nsamples)
 		problem(v, "%s: %" PRIu64 " samples, manifest says %" PRIu64,
 		    v->url, nsamples, expect->nsamples);
-	if (shard_digest(v->url, &size, md5, &err) < 0) {
+	if (sk_source_md5(v->url, &size, md5, &err) < 0) {
 		problem(v, "%s", err.msg);
 		return;
 	}
@@ -301,6 +302,7 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 		check_sample(v, &s, decode);
 	if (rc < 0)
 		problem(v, "%s", sr.err.msg);
+	v->nskipped += sk_tar_reader_skipped(sr.tar);
 	sample_free(&s);
 	sample_reader_close(&sr);
 	keyset_clear(&v->seen);
@@ -345,10 +347,17 @@ cmd_verify_exec(int argc, char **argv)
 		    (long long)shards.v[i].nclasses;
 		verify_shard(&v, &shards.v[i], decode);
 	}
-	if (!quiet)
+	if (!quiet) {
 		printf("verified %zu shards, %" PRIu64 " samples, %" PRIu64
-		    " members: %" PRIu64 " problems\n", shards.n, v.nsamples,
+		    " members: %" PRIu64 " problems", shards.n, v.nsamples,
 		    v.nmembers, v.nproblems);
+		/* Nothing read goes unreported: directories, links and
+		 * __*__ metadata are not sample members. */
+		if (v.nskipped > 0)
+			printf(" (%" PRIu64 " other entries skipped: "
+			    "directories, links, __*__ metadata)", v.nskipped);
+		putchar('\n');
+	}
 	flush_stdout();
 	shards_free(&shards);
 	return v.nproblems > 0;

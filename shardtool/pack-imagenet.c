@@ -99,33 +99,61 @@ stem_key(char *dst, size_t cap, const char *prefix, const char *name)
 			dst[i] = '_';
 }
 
-/* Two files may share a stem (a.jpg, a.png): the later keys get "_2"... */
+struct keyref {
+	const char *key;
+	size_t item;
+};
+
+static int
+cmp_keyref(const void *a, const void *b)
+{
+	const struct keyref *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	return c != 0 ? c : (x->item > y->item) - (x->item < y->item);
+}
+
+/*
+ * Two files may share a stem (a.jpg, a.png): the one later in name order
+ * becomes a_2 (then a_3 ...). Ties are broken by position, not by qsort,
+ * and a new name that clashes with a real stem is renamed again.
+ */
 static void
 dedupe_keys(struct images *im, size_t first)
 {
-	size_t n = im->n - first, i, dup;
-	char **keys = xmalloc((n ? n : 1) * sizeof *keys), *k;
+	size_t n = im->n - first, i, g, dup;
+	struct keyref *refs;
+	struct item *it;
+	int renamed;
+	char *k;
 
-	for (i = 0; i < n; i++)
-		keys[i] = im->items[first + i].key;
-	qsort(keys, n, sizeof *keys, cmp_str);
-	for (i = 1, dup = 1; i < n; i++) {
-		if (strcmp(keys[i], keys[i - 1]) != 0) {
-			dup = 1;
-			continue;
+	do {
+		refs = xmalloc((n ? n : 1) * sizeof *refs);
+		for (i = 0; i < n; i++) {
+			refs[i].key = im->items[first + i].key;
+			refs[i].item = first + i;
 		}
-		if (asprintf(&k, "%s_%zu", keys[i], ++dup) < 0)
-			die("out of memory");
-		warn("two files with key %s; naming the second %s", keys[i], k);
-		/* keys[i] is an item's key: find the item and rename it. */
-		for (size_t j = first; j < im->n; j++)
-			if (im->items[j].key == keys[i]) {
-				free(im->items[j].key);
-				im->items[j].key = k;
-				break;
+		if (n > 1)
+			qsort(refs, n, sizeof *refs, cmp_keyref);
+		renamed = 0;
+		for (i = 1, g = 0, dup = 1; i < n; i++) {
+			/* refs[g] starts the group and keeps its key. */
+			if (strcmp(refs[i].key, refs[g].key) != 0) {
+				g = i;
+				dup = 1;
+				continue;
 			}
-	}
-	free(keys);
+			it = &im->items[refs[i].item];
+			if (asprintf(&k, "%s_%zu", refs[g].key, ++dup) < 0)
+				die("out of memory");
+			warn("%s: key %s is taken; naming it %s", it->path,
+			    refs[g].key, k);
+			free(it->key);
+			it->key = k;
+			renamed = 1;
+		}
+		free(refs);
+	} while (renamed);
 }
 
 /* Every image under dir/CLASS for the classes in order; dir "" is SRC. */
@@ -145,6 +173,12 @@ scan_classes(struct images *im, const char *dir, char **classes,
 		 * are unique only within their class. */
 		snprintf(prefix, sizeof prefix, "%s%s", im->imagenet ? "" :
 		    classes[c], im->imagenet ? "" : "/");
+		if (!is_dir(path)) {
+			/* A subset of the classes with the full mapping. */
+			warn("%s: no such folder; class %s has no images", path,
+			    classes[c]);
+			continue;
+		}
 		memset(&files, 0, sizeof files);
 		list_dir(path, 0, &files);
 		first = im->n;
@@ -435,11 +469,13 @@ static struct images *
 images_new(struct pack_dataset *ds, const char *src, const char *name)
 {
 	struct images *im = xcalloc(1, sizeof *im);
+	struct stat st;
 
 	memset(ds, 0, sizeof *ds);
-	if (!is_dir(src))
-		die("%s: %s", src, errno ? strerror(errno) :
-		    "not a directory");
+	if (stat(src, &st) != 0)
+		die("%s: %s", src, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		die("%s: not a directory", src);
 	im->src = xstrdup(src);
 	ds->name = name;
 	ds->produce = images_produce;

@@ -119,27 +119,63 @@ pack_error(struct pack_sample *s, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The length of the UTF-8 sequence at p (RFC 3629), or 0 if invalid. */
+static size_t
+utf8_len(const unsigned char *p)
+{
+	size_t n, i;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	for (i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) ||
+	    (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+	    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) ||
+	    (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return n;
+}
+
 size_t
 json_quote(char *dst, size_t cap, const char *src)
 {
-	size_t n = 0;
-	const unsigned char *p;
+	const unsigned char *p = (const unsigned char *)src;
+	size_t n = 0, k, i;
+	char esc[8];
 
 #define PUT(c) do { if (n + 1 < cap) dst[n] = (c); n++; } while (0)
 	PUT('"');
-	for (p = (const unsigned char *)src; *p != '\0'; p++) {
+	while (*p != '\0') {
 		if (*p == '"' || *p == '\\') {
 			PUT('\\');
-			PUT((char)*p);
-		} else if (*p < 0x20) {
-			char esc[8];
-			int i;
-
-			snprintf(esc, sizeof esc, "\\u%04x", *p);
+			PUT((char)*p++);
+			continue;
+		}
+		if (*p < 0x20) {
+			snprintf(esc, sizeof esc, "\\u%04x", *p++);
 			for (i = 0; esc[i] != '\0'; i++)
 				PUT(esc[i]);
-		} else
-			PUT((char)*p);
+			continue;
+		}
+		/* JSON is UTF-8: a byte that is not becomes U+FFFD. */
+		if ((k = utf8_len(p)) == 0) {
+			for (i = 0; i < 6; i++)
+				PUT("\\ufffd"[i]);
+			p++;
+			continue;
+		}
+		while (k-- > 0)
+			PUT((char)*p++);
 	}
 	PUT('"');
 #undef PUT
@@ -289,10 +325,6 @@ close_shard(struct engine *e)
 		die("%s", err.msg);
 	}
 	e->w = NULL;
-	if (info.filesize != e->shard_bytes)
-		warn("%s: %llu bytes, expected %llu", e->path,
-		    (unsigned long long)info.filesize,
-		    (unsigned long long)e->shard_bytes);
 	if (sk_manifest_add_shard(&e->man, manifest_url(e), e->shard_samples,
 	    info.filesize, info.md5) != 0)
 		die("out of memory");
@@ -349,7 +381,8 @@ write_sample(struct engine *e, struct pack_sample *s)
 			    "manifest", (unsigned long long)e->nshards);
 		}
 	}
-	e->shard_bytes += need;
+	/* need was an upper bound (PAX headers); keep the real size. */
+	e->shard_bytes = sk_tar_writer_bytes(e->w) + SK_TAR_TRAILER_BYTES;
 	e->shard_samples++;
 	e->samples++;
 	e->members += (uint64_t)s->nm;
@@ -553,6 +586,10 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	e.progress = o->progress >= 0 ? o->progress : isatty(2);
 	parse_pattern(&e, &cmd_pack_entry);
 	mpath = manifest_path(&e);
+	/* A manifest from an earlier run would describe shards this run is
+	 * about to replace; until this run writes its own, there is none. */
+	if (unlink(mpath) != 0 && errno != ENOENT && errno != ENOTDIR)
+		die("%s: %s", mpath, strerror(errno));
 	e.mpath = mpath;
 	e.mdir_len = strrchr(mpath, '/') ? (size_t)(strrchr(mpath, '/') -
 	    mpath) + 1 : 0;
@@ -573,6 +610,8 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	if (e.w != NULL)
 		close_shard(&e);
 	progress(&e, 1);
+	if (e.samples == 0)
+		die("no samples to pack: all %zu were skipped", e.n);
 
 	e.man.classes = ds->classes;
 	e.man.nclasses = ds->nclasses;
@@ -591,6 +630,8 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	if (sk_manifest_write(mpath, &e.man, &err) != 0)
 		die("%s", err.msg);
 	summary(&e, mpath);
+	if (fflush(stdout) != 0 || ferror(stdout))
+		die("stdout: %s", strerror(errno));
 
 	/* The classes belong to the dataset. */
 	e.man.classes = NULL;

@@ -31,7 +31,7 @@ extern const struct cmd_entry cmd_extract_entry;
 
 extern const char *progname;	/* "shardtool" or "shardtool CMD" */
 
-/* "shardtool CMD: message" (errno text appended for die_errno), exit 1. */
+/* "shardtool CMD: message" on stderr; die() then exits 1. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Usage error: message, then "usage: shardtool USAGE", exit 2. */

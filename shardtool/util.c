@@ -3,11 +3,14 @@
  * share.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shardtool.h"
 
@@ -132,38 +135,52 @@ read_file(const char *path, uint8_t **data, size_t *size,
     struct sk_error *err)
 {
 	uint8_t *buf = NULL, *nb;
-	size_t len = 0, cap = 0, got;
-	FILE *f;
+	size_t len = 0, cap;
+	struct stat st;
+	ssize_t got;
+	int fd, e;
 
 	*data = NULL;
 	*size = 0;
-	if ((f = fopen(path, "rb")) == NULL)
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return sk_error_set(err, sk_errno_code(errno), "%s: %s", path,
 		    strerror(errno));
+	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+		e = S_ISDIR(st.st_mode) ? EISDIR : errno;
+		close(fd);
+		return sk_error_set(err, sk_errno_code(e), "%s: %s", path,
+		    strerror(e));
+	}
+	/* One read of the size fstat gives; more only if the file grew
+	 * (or is not a regular file). */
+	cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 64 * 1024;
 	for (;;) {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 256 * 1024;
+		if (len == cap || buf == NULL) {
+			if (buf != NULL)
+				cap *= 2;
 			if ((nb = realloc(buf, cap)) == NULL) {
 				free(buf);
-				fclose(f);
+				close(fd);
 				return sk_error_set(err, SK_ENOMEM,
 				    "%s: out of memory", path);
 			}
 			buf = nb;
 		}
-		got = fread(buf + len, 1, cap - len, f);
-		len += got;
+		got = read(fd, buf + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			e = errno;
+			free(buf);
+			close(fd);
+			return sk_error_set(err, sk_errno_code(e), "%s: %s",
+			    path, strerror(e));
+		}
 		if (got == 0)
 			break;
+		len += (size_t)got;
 	}
-	if (ferror(f)) {
-		int e = errno;
-		free(buf);
-		fclose(f);
-		return sk_error_set(err, sk_errno_code(e), "%s: %s", path,
-		    strerror(e));
-	}
-	fclose(f);
+	close(fd);
 	*data = buf;
 	*size = len;
 	return 0;

@@ -239,4 +239,37 @@ head -c "$cut" "$good" >"$T/sh/cut.tar"
 st_rc 1 verify-cut verify "$T/sh/cut.tar"
 has verify-cut.err "$T/sh/cut.tar"
 has verify-cut.err "offset"
+# ---------------------------------------------------------------------------
+say "a zeroed header or two tars joined: the members after it are not lost"
+# libarchive takes one zero block as the end of the archive; members that
+# follow it must not vanish with exit 0.
+hdr=$(python3 - "$good" <<'EOF'
+import sys, tarfile
+print(tarfile.open(sys.argv[1]).getmembers()[2].offset)	# a sample's first header
+EOF
+) || fail "finding a header"
+cp "$good" "$T/sh/zeroed.tar"
+dd if=/dev/zero of="$T/sh/zeroed.tar" bs=512 seek=$((hdr / 512)) count=1 conv=notrunc 2>/dev/null
+st_rc 1 verify-zeroed verify "$T/sh/zeroed.tar"
+has verify-zeroed.err "$T/sh/zeroed.tar"
+has verify-zeroed.err "offset"
+cat "$good" "$good" >"$T/sh/joined.tar"
+st_rc 1 ls-joined ls "$T/sh/joined.tar"
+has ls-joined.err "end-of-archive"
+
+# ---------------------------------------------------------------------------
+say "a failed re-pack leaves no manifest from the run before"
+mkdir "$T/out-r"
+st repack1 pack folder "$T/f" --maxcount 1 -o "$T/out-r/f-%06d.tar"
+[ -e "$T/out-r/f.json" ] || fail "first pack wrote no manifest"
+st_rc 1 repack2 pack folder "$T/f" --strict --maxcount 1 -o "$T/out-r/f-%06d.tar"
+[ ! -e "$T/out-r/f.json" ] || fail "a manifest of the earlier run survived a failed pack"
+
+# ---------------------------------------------------------------------------
+say "every image skipped: exit 1, not an empty dataset"
+mkdir -p "$T/allbad/cls" "$T/out-a"
+printf 'not an image' >"$T/allbad/cls/a.jpg"
+st_rc 1 allbad pack folder "$T/allbad" -o "$T/out-a/a-%06d.tar"
+has allbad.err "no samples"
+[ ! -e "$T/out-a/a.json" ] || fail "an all-skipped pack wrote a manifest"
 echo "PASS: bad-input"

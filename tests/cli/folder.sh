@@ -49,4 +49,15 @@ is_usage_error split
 mkdir "$T/empty"
 st_rc 1 empty pack folder "$T/empty" -o "$T/out/e-%06d.tar"
 has empty.err "$T/empty"
+say "a non-ASCII file name packs under any locale; a manifest elsewhere resolves"
+cp -r "$T/src" "$T/src3"
+cafe=$(printf 'caf\303\251')
+cp "$T/src/zebra/z0.png" "$T/src3/zebra/$cafe.png"
+mkdir -p "$T/out3" "$T/elsewhere"
+LC_ALL=C st pack3 pack folder "$T/src3" -o "$T/out3/f-%06d.tar" \
+    --manifest "$T/elsewhere/m.json"
+"$SHARDTOOL" cat "$T/elsewhere/m.json" "zebra/$cafe.png" >"$T/cafe" ||
+    fail "cat of the non-ASCII member through a manifest in another folder"
+cmp "$T/cafe" "$T/src/zebra/z0.png" || fail "non-ASCII member is not the source bytes"
+st verify3 verify "$T/elsewhere/m.json"
 echo "PASS: folder"
