@@ -248,6 +248,8 @@ struct sk_manifest {
 
 int sk_manifest_add_shard(struct sk_manifest *m, const char *url,
     uint64_t nsamples, uint64_t filesize, const char *md5);
+/* The manifest as JSON text (malloc'd), or NULL with err set. */
+char *sk_manifest_dumps(const struct sk_manifest *m, struct sk_error *err);
 /* Written to PATH.part, then renamed. */
 int sk_manifest_write(const char *path, const struct sk_manifest *m,
     struct sk_error *err);

@@ -91,18 +91,15 @@ build_info(const struct sk_manifest *m, struct sk_error *err)
 	return info;
 }
 
-int
-sk_manifest_write(const char *path, const struct sk_manifest *m,
-    struct sk_error *err)
+char *
+sk_manifest_dumps(const struct sk_manifest *m, struct sk_error *err)
 {
 	json_t *root, *list, *s, *info;
-	char *part, *text = NULL;
-	size_t i, len;
-	FILE *f;
-	int rc = 0;
+	char *text;
+	size_t i;
 
 	if ((info = build_info(m, err)) == NULL)
-		return err ? err->code : SK_EINVAL;
+		return NULL;
 	root = json_object();
 	list = json_array();
 	json_object_set_new(root, "__kind__", json_string(WIDS_KIND));
@@ -115,8 +112,9 @@ sk_manifest_write(const char *path, const struct sk_manifest *m,
 			json_decref(root);
 			json_decref(list);
 			json_decref(info);
-			return sk_error_set(err, SK_EINVAL, "shard URL %s is not "
-			    "UTF-8", m->shards[i].url);
+			sk_error_set(err, SK_EINVAL, "shard URL %s is not UTF-8",
+			    m->shards[i].url);
+			return NULL;
 		}
 		json_object_set_new(s, "nsamples",
 		    json_integer((json_int_t)m->shards[i].nsamples));
@@ -129,7 +127,23 @@ sk_manifest_write(const char *path, const struct sk_manifest *m,
 	json_object_set_new(root, "info", info);
 	text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);
-	if (text == NULL || (part = sk__asprintf("%s.part", path)) == NULL) {
+	if (text == NULL)
+		sk_error_set(err, SK_ENOMEM, "out of memory");
+	return text;
+}
+
+int
+sk_manifest_write(const char *path, const struct sk_manifest *m,
+    struct sk_error *err)
+{
+	char *part = NULL, *text;
+	size_t len;
+	FILE *f;
+	int rc = 0;
+
+	if ((text = sk_manifest_dumps(m, err)) == NULL)
+		return err ? err->code : SK_EINVAL;
+	if ((part = sk__asprintf("%s.part", path)) == NULL) {
 		free(text);
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}

@@ -239,32 +239,16 @@ out:
 	return out;
 }
 
-/* sk_manifest_write() wants a path; for stdout it writes to a temporary
- * folder and the file is copied out. */
 static void
 manifest_to_stdout(const struct sk_manifest *m)
 {
-	char tmpl[PATH_MAX], path[PATH_MAX + 16];
-	const char *tmpdir = getenv("TMPDIR");
 	struct sk_error err;
-	uint8_t *data = NULL;
-	size_t size = 0;
-	int rc;
+	char *text;
 
-	snprintf(tmpl, sizeof tmpl, "%s/shardtool-index.XXXXXX",
-	    tmpdir != NULL && *tmpdir != '\0' ? tmpdir : "/tmp");
-	if (mkdtemp(tmpl) == NULL)
-		die("%s: %s", tmpl, strerror(errno));
-	snprintf(path, sizeof path, "%s/index.json", tmpl);
-	rc = sk_manifest_write(path, m, &err);
-	if (rc >= 0)
-		rc = read_file(path, &data, &size, &err);
-	unlink(path);
-	rmdir(tmpl);
-	if (rc < 0)
+	if ((text = sk_manifest_dumps(m, &err)) == NULL)
 		die("%s", err.msg);
-	fwrite(data, 1, size, stdout);
-	free(data);
+	puts(text);
+	free(text);
 }
 
 static int

@@ -2,6 +2,7 @@
  * cmd-pack.c - "shardtool pack cifar10|imagenet|folder SRC -o PATTERN":
  * option parsing for the packing engine in pack.c.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,25 @@ static const struct option longopts[] = {
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
+
+/* reproducible-builds.org: SOURCE_DATE_EPOCH is an integer count of
+ * seconds; anything else is an error, not a silent 0. */
+static int64_t
+source_date_epoch(void)
+{
+	const char *s = getenv("SOURCE_DATE_EPOCH");
+	long long v;
+	char *end;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end != '\0' || errno != 0 || v < 0)
+		die("SOURCE_DATE_EPOCH=%s: want a non-negative integer of "
+		    "seconds", s);
+	return v;
+}
 
 static int
 pack_exec(int argc, char **argv)
@@ -178,6 +198,7 @@ pack_exec(int argc, char **argv)
 	src = argv[optind + 1];
 	if (o.pattern == NULL)
 		usage_error(cmd, "-o PATTERN is required");
+	o.mtime = source_date_epoch();
 
 	if (format_given && strcmp(kind, "cifar10") != 0)
 		usage_error(cmd, "--format applies to cifar10 only; %s images "

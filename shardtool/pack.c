@@ -337,7 +337,8 @@ close_shard(struct engine *e)
 static void
 open_shard(struct engine *e)
 {
-	struct sk_tar_writer_opts wo = { .mtime = -1, .fsync = e->o->fsync };
+	struct sk_tar_writer_opts wo = { .mtime = e->o->mtime,
+	    .fsync = e->o->fsync };
 
 	e->path = shard_path(e, e->nshards);
 	if (sk_tar_writer_open(&e->w, e->path, &wo) != 0) {

@@ -41,6 +41,7 @@ struct pack_opts {
 	int jobs;
 	int strict;
 	int fsync;
+	int64_t mtime;		/* of every member: SOURCE_DATE_EPOCH or 0 */
 	int quality;		/* JPEG quality of anything re-encoded */
 	int resize_short;	/* 0: off */
 	int image_format;	/* SK_IMAGE_PNG or SK_IMAGE_JPEG (CIFAR) */

@@ -178,6 +178,7 @@ sample_reader_open(struct sample_reader *sr, const char *url,
 {
 	memset(sr, 0, sizeof *sr);
 	sr->want = want;
+	sr->url = url;
 	return tar_open(url, 0, &sr->tar, &sr->err);
 }
 
@@ -245,10 +246,21 @@ take_member(const struct sk_tar_member *tm, struct sample_member *sm)
 	sm->data = NULL;
 }
 
+/* More members than any sample has; a hostile shard with a million
+ * members under one key would otherwise cost memory and O(n^2) checks. */
+#define SAMPLE_MAX_MEMBERS 1024
+
 static int
 push_member(struct sample_reader *sr, struct sample *s,
     struct sample_member *sm)
 {
+	if (s->n == SAMPLE_MAX_MEMBERS) {
+		sr->done = 1;
+		return sk_error_set(&sr->err, SK_EFORMAT, "%s: offset %llu: "
+		    "sample %s has more than %d members",
+		    sr->url, (unsigned long long)sm->header_offset,
+		    s->key, SAMPLE_MAX_MEMBERS);
+	}
 	if (s->n == s->cap) {
 		s->cap = s->cap == 0 ? 4 : s->cap * 2;
 		s->m = xrealloc(s->m, s->cap * sizeof *s->m);

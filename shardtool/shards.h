@@ -69,6 +69,7 @@ struct sample {
 
 struct sample_reader {
 	sk_tar_reader *tar;
+	const char *url;		/* the caller's, for messages */
 	/* Load the data of members whose extension this accepts; NULL
 	 * loads nothing. */
 	int (*want)(const char *ext);

@@ -272,4 +272,23 @@ printf 'not an image' >"$T/allbad/cls/a.jpg"
 st_rc 1 allbad pack folder "$T/allbad" -o "$T/out-a/a-%06d.tar"
 has allbad.err "no samples"
 [ ! -e "$T/out-a/a.json" ] || fail "an all-skipped pack wrote a manifest"
+# ---------------------------------------------------------------------------
+say "a bad SOURCE_DATE_EPOCH is an error, not a silent 0"
+mkdir "$T/out-e"
+SOURCE_DATE_EPOCH=yesterday st_rc 1 epoch pack folder "$T/f" -o "$T/out-e/e-%06d.tar"
+has epoch.err "SOURCE_DATE_EPOCH"
+no_shards "$T/out-e"
+
+# ---------------------------------------------------------------------------
+say "a sample with a thousand members and more is refused, not grown without end"
+python3 - "$T/sh/many.tar" <<'EOF' || fail "making many.tar"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.USTAR_FORMAT) as t:
+    for i in range(1100):
+        ti = tarfile.TarInfo("k.e%d" % i)
+        ti.size = 1
+        t.addfile(ti, io.BytesIO(b"x"))
+EOF
+st_rc 1 verify-many verify "$T/sh/many.tar"
+has verify-many.err "more than 1024 members"
 echo "PASS: bad-input"
