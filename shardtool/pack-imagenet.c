@@ -49,6 +49,8 @@ list_dir(const char *dir, int want_dirs, struct sk_strlist *out)
 {
 	char path[4096];
 	struct dirent *de;
+	struct stat st;
+	mode_t kind;
 	DIR *d;
 
 	if ((d = opendir(dir)) == NULL)
@@ -56,8 +58,22 @@ list_dir(const char *dir, int want_dirs, struct sk_strlist *out)
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
-		pathf(path, sizeof path, "%s/%s", dir, de->d_name);
-		if (is_dir(path) == want_dirs &&
+		/* d_type saves a stat per file (1.28M for ImageNet train);
+		 * links and file systems without it take the stat. */
+		if (de->d_type == DT_DIR || de->d_type == DT_REG)
+			kind = de->d_type == DT_DIR ? S_IFDIR : S_IFREG;
+		else {
+			pathf(path, sizeof path, "%s/%s", dir, de->d_name);
+			kind = stat(path, &st) == 0 ? st.st_mode & S_IFMT : 0;
+		}
+		/* A fifo or a device would block or never end a read. */
+		if (kind != S_IFDIR && kind != S_IFREG) {
+			if (!want_dirs)
+				warn("%s/%s: not a regular file; left out", dir,
+				    de->d_name);
+			continue;
+		}
+		if ((kind == S_IFDIR) == want_dirs &&
 		    sk_strlist_push(out, de->d_name) != 0)
 			die("out of memory");
 	}
