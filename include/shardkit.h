@@ -174,6 +174,9 @@ struct sk_shard_info {
 	char md5[33];		/* hex MD5 of the whole shard */
 };
 
+/* SOURCE_DATE_EPOCH as a member mtime: 0 when unset, SK_EINVAL (and 0)
+ * when it is not a non-negative count of seconds. */
+int sk_source_date_epoch(int64_t *mtime);
 /* Create PATH.part. On failure *out holds a handle with the message. */
 int sk_tar_writer_open(sk_tar_writer **out, const char *path,
     const struct sk_tar_writer_opts *opts);

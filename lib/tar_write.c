@@ -188,22 +188,33 @@ write_cb(struct archive *a, void *arg, const void *buf, size_t n)
 	return (la_ssize_t)n;
 }
 
-static int64_t
-default_mtime(void)
+int
+sk_source_date_epoch(int64_t *mtime)
 {
 	const char *s = getenv("SOURCE_DATE_EPOCH");
 	long long v;
 	char *end;
 
+	/* reproducible-builds.org: unset or empty means no fixed date. */
+	*mtime = 0;
 	if (s == NULL || *s == '\0')
 		return 0;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (*end != '\0' || errno != 0 || v < 0) {
+	if (*end != '\0' || errno != 0 || v < 0)
+		return SK_EINVAL;
+	*mtime = v;
+	return 0;
+}
+
+static int64_t
+default_mtime(void)
+{
+	int64_t v;
+
+	if (sk_source_date_epoch(&v) != 0)
 		sk_log(SK_LOG_WARN, "SOURCE_DATE_EPOCH=%s is not a timestamp; "
-		    "using 0", s);
-		return 0;
-	}
+		    "using 0", getenv("SOURCE_DATE_EPOCH"));
 	return v;
 }
 

@@ -2,7 +2,6 @@
  * cmd-pack.c - "shardtool pack cifar10|imagenet|folder SRC -o PATTERN":
  * option parsing for the packing engine in pack.c.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,25 +85,6 @@ static const struct option longopts[] = {
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
-
-/* reproducible-builds.org: SOURCE_DATE_EPOCH is an integer count of
- * seconds; anything else is an error, not a silent 0. */
-static int64_t
-source_date_epoch(void)
-{
-	const char *s = getenv("SOURCE_DATE_EPOCH");
-	long long v;
-	char *end;
-
-	if (s == NULL || *s == '\0')
-		return 0;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (*end != '\0' || errno != 0 || v < 0)
-		die("SOURCE_DATE_EPOCH=%s: want a non-negative integer of "
-		    "seconds", s);
-	return v;
-}
 
 static int
 pack_exec(int argc, char **argv)
@@ -198,7 +178,9 @@ pack_exec(int argc, char **argv)
 	src = argv[optind + 1];
 	if (o.pattern == NULL)
 		usage_error(cmd, "-o PATTERN is required");
-	o.mtime = source_date_epoch();
+	if (sk_source_date_epoch(&o.mtime) != 0)
+		die("SOURCE_DATE_EPOCH=%s: want a non-negative integer of "
+		    "seconds", getenv("SOURCE_DATE_EPOCH"));
 
 	if (format_given && strcmp(kind, "cifar10") != 0)
 		usage_error(cmd, "--format applies to cifar10 only; %s images "
