@@ -166,10 +166,8 @@ pack_exec(int argc, char **argv)
 			break;
 		case 'h':
 			print_help(cmd);
-		case ':':
-			usage_error(cmd, "%s needs a value", argv[optind - 1]);
 		default:
-			usage_error(cmd, "unknown option %s", argv[optind - 1]);
+			bad_option(cmd, c, argv);
 		}
 	}
 	if (argc - optind != 2)

@@ -1193,14 +1193,8 @@ cmd_synth_exec(int argc, char **argv)
 			break;
 		case 'h':
 			print_help(cmd);
-		case ':':
-			usage_error(cmd, "option %s needs a value",
-			    argv[optind - 1]);
 		default:
-			if (optopt != 0)
-				usage_error(cmd, "unknown option -%c", optopt);
-			usage_error(cmd, "unknown option %s",
-			    argv[optind - 1]);
+			bad_option(cmd, c, argv);
 		}
 	}
 	if (argc - optind != 2)

@@ -53,7 +53,7 @@ struct engine {
 	int width;
 	uint64_t shard_samples, shard_bytes, nshards;
 	struct sk_manifest man;
-	uint64_t samples, members, bytes;
+	uint64_t samples, bytes;
 	uint64_t *class_counts;
 	struct reason converted[MAX_REASONS], skipped[MAX_REASONS];
 	uint64_t nskipped;
@@ -386,7 +386,6 @@ write_sample(struct engine *e, struct pack_sample *s)
 	e->shard_bytes = sk_tar_writer_bytes(e->w) + SK_TAR_TRAILER_BYTES;
 	e->shard_samples++;
 	e->samples++;
-	e->members += (uint64_t)s->nm;
 	if (s->label >= 0 && (size_t)s->label < e->ds->nclasses)
 		e->class_counts[s->label]++;
 	if (s->converted != NULL)

@@ -319,19 +319,6 @@ sample_next(struct sample_reader *sr, struct sample *s)
 /* output                                                                   */
 
 void
-bad_option(const struct cmd_entry *cmd, int c, char **argv)
-{
-	const char *arg = argv[optind - 1];
-
-	if (c == ':')
-		usage_error(cmd, "option %s needs a value", arg);
-	/* getopt sets optopt for a short option, 0 for a long one. */
-	if (optopt != 0)
-		usage_error(cmd, "unknown option -%c", optopt);
-	usage_error(cmd, "unknown option %s", arg);
-}
-
-void
 flush_stdout(void)
 {
 	if (fflush(stdout) != 0 || ferror(stdout))

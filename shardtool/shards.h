@@ -93,10 +93,6 @@ void sample_free(struct sample *s);
 /* ------------------------------------------------------------------------ */
 /* output                                                                   */
 
-/* The usage error for what getopt_long returned for a bad option: '?' or
- * ':' (optstring starting with ':' so that ':' means a missing value). */
-void bad_option(const struct cmd_entry *cmd, int c, char **argv)
-    __attribute__((noreturn));
 /* Flush stdout; a failed write (full disk, closed pipe) is fatal. */
 void flush_stdout(void);
 

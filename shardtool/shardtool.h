@@ -37,6 +37,10 @@ void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Usage error: message, then "usage: shardtool USAGE", exit 2. */
 void usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* The usage error for what getopt_long returned for a bad option: '?' or
+ * ':' (optstring starting with ':' so that ':' means a missing value). */
+void bad_option(const struct cmd_entry *cmd, int c, char **argv)
+    __attribute__((noreturn));
 /* Print cmd->help to stdout and exit 0. */
 void print_help(const struct cmd_entry *cmd) __attribute__((noreturn));
 

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,6 +56,19 @@ usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nusage: shardtool %s\n", cmd->usage);
 	exit(EXIT_USAGE);
+}
+
+void
+bad_option(const struct cmd_entry *cmd, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		usage_error(cmd, "option %s needs a value", arg);
+	/* getopt sets optopt for a short option, 0 for a long one. */
+	if (optopt != 0)
+		usage_error(cmd, "unknown option -%c", optopt);
+	usage_error(cmd, "unknown option %s", arg);
 }
 
 uint64_t
