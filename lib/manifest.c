@@ -251,6 +251,13 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 			    path, i);
 			goto out;
 		}
+		if (json_integer_value(json_object_get(s, "nsamples")) < 0 ||
+		    json_integer_value(json_object_get(s, "filesize")) < 0) {
+			rc = sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
+			    "(%s): \"nsamples\" and \"filesize\" must not be "
+			    "negative", path, i, url);
+			goto out;
+		}
 		if (sk_manifest_add_shard(m, url, (uint64_t)json_integer_value(
 		    json_object_get(s, "nsamples")), (uint64_t)
 		    json_integer_value(json_object_get(s, "filesize")),
