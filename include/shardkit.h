@@ -302,6 +302,145 @@ int sk_image_encode_png(const uint8_t *pix, int w, int h, int components,
 int sk_image_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst,
     int dw, int dh);
 
+/* ------------------------------------------------------------------------ */
+/* the streaming loader (loader/)                                           */
+
+/*
+ * To stream batches:
+ *   1) sk_loader_config_init() for the defaults, then set urls or manifest
+ *      and whatever else differs;
+ *   2) sk_loader_open() reads the shard list and its sample counts and
+ *      starts the threads, which plan each epoch as they reach it;
+ *   3) sk_loader_next() until it returns 0, sk_loader_release() each batch
+ *      once its images are used (a batch's memory is reused after that);
+ *   4) sk_loader_stats() at any time; sk_loader_close().
+ *
+ * Determinism: (shards, seed, epoch, rank, world, batch, options) fix the
+ * keys of every batch and every pixel, whatever the thread counts.
+ */
+typedef struct sk_loader sk_loader;
+
+enum sk_crop {
+	SK_CROP_RANDOM_RESIZED = 0,	/* torchvision RandomResizedCrop */
+	SK_CROP_CENTER,			/* Resize(short side) + CenterCrop */
+	SK_CROP_NONE			/* resize the whole image, any aspect */
+};
+enum sk_dtype { SK_DTYPE_U8 = 0, SK_DTYPE_F32, SK_DTYPE_BF16, SK_DTYPE_F16 };
+enum sk_layout { SK_LAYOUT_NHWC = 0, SK_LAYOUT_NCHW };
+/* What happens to the samples that do not fill a last batch on every rank. */
+enum sk_remainder {
+	SK_REMAINDER_DROP = 0,	/* no batch is short (except for skips) */
+	SK_REMAINDER_KEEP	/* every sample; trailing batches may be short */
+};
+
+/* Why a planned sample did not reach a batch. */
+enum sk_skip_reason {
+	SK_SKIP_DECODE = 0,	/* the image would not decode */
+	SK_SKIP_TOO_BIG,	/* over the pixel limit */
+	SK_SKIP_NO_IMAGE,	/* no .jpg, .jpeg or .png member */
+	SK_SKIP_NO_LABEL,	/* no .cls member, or not a number */
+	SK_SKIP_DAMAGED,	/* lost to a corrupt or truncated shard */
+	SK_SKIP_NREASONS
+};
+
+struct sk_loader_config {
+	const char *urls;	/* a shard pattern (sk_url_expand), or */
+	const char *manifest;	/* a manifest; sample counts come from it */
+	int batch;		/* 256 */
+	int epoch;		/* the first epoch (0) */
+	int epochs;		/* epochs to stream (1) */
+	uint64_t seed;		/* 0 */
+	int rank, world;	/* 0, 1 */
+	int workers;		/* decode workers (0: the number of CPUs) */
+	int io_streams;		/* shards read at once (2) */
+	size_t prefetch_bytes;	/* read ahead of the shuffle buffer (64 MiB) */
+	int shuffle;		/* shuffle buffer, samples (0: plan order) */
+	int ring;		/* batch slots (0: 2 + ceil(2 * workers /
+				 * batch), at least 3) */
+	int image_size;		/* output height and width (224) */
+	enum sk_crop crop;
+	double scale[2];	/* random-resized area fraction (0.08, 1) */
+	double ratio[2];	/* random-resized aspect w/h (3/4, 4/3) */
+	int resize;		/* center: the short side (image_size * 8 / 7) */
+	int flip;		/* random horizontal flip, p = 0.5 (1) */
+	enum sk_dtype dtype;	/* u8 */
+	enum sk_layout layout;	/* nhwc */
+	float mean[3];		/* float outputs: (v / 255 - mean) / std */
+	float std[3];		/* (ImageNet's) */
+	int strict;		/* a bad sample fails the loader (0: skip) */
+	uint64_t max_pixels;	/* decompression-bomb limit (100 MP) */
+	enum sk_remainder remainder;
+	int resume_batch;	/* start at this batch of the first epoch (0) */
+	int decode;		/* 0: I/O and tar only, no pixels (1) */
+	int device;		/* CUDA: copy batches to this GPU (-1: no) */
+};
+
+/* Per sample: where its pixels came from, in source-image pixels. */
+struct sk_sample_aug {
+	int src_w, src_h;	/* the decoded image */
+	float x, y, w, h;	/* the crop box */
+	int flip;
+};
+
+struct sk_batch {
+	int epoch;
+	int64_t index;		/* the batch within the epoch */
+	int n;			/* samples (< batch when skipped or kept) */
+	int size;		/* image height = width */
+	enum sk_dtype dtype;
+	enum sk_layout layout;
+	size_t image_bytes;	/* bytes of one host image */
+	void *images;		/* (n,S,S,3) or (n,3,S,S); pinned with CUDA.
+				 * In device mode with a conversion these are
+				 * the u8 NHWC pixels; dtype and layout then
+				 * describe device_images */
+	int32_t *labels;	/* (n) */
+	const char **keys;	/* (n) */
+	const uint64_t *bytes;	/* (n) encoded bytes of each sample */
+	const struct sk_sample_aug *aug;	/* (n) */
+	void *device_images;	/* device mode: the batch on the GPU */
+	void *ready_event;	/* device mode: a cudaEvent_t to wait on */
+	int slot;		/* private */
+};
+
+struct sk_loader_stats {
+	uint64_t batches;	/* delivered */
+	uint64_t samples;	/* in delivered batches */
+	uint64_t bytes;		/* shard bytes read */
+	uint64_t sample_bytes;	/* encoded bytes of delivered samples */
+	uint64_t skipped[SK_SKIP_NREASONS];
+	uint64_t skipped_total;
+	uint64_t dropped;	/* remainder left out of the epochs so far */
+	uint64_t planned;	/* samples this rank's epochs hold */
+	int64_t batches_per_epoch;
+	size_t nshards;		/* in the data set */
+	uint64_t dataset_samples;
+	/* seconds, summed over the threads of each stage */
+	double wall;		/* since open */
+	double io_busy;		/* reading shards and splitting samples */
+	double io_blocked;	/* I/O threads waiting for the prefetch room */
+	double input_wait;	/* the shuffle stage waiting for I/O */
+	double decode_busy;	/* workers decoding and augmenting */
+	double decode_idle;	/* workers waiting for samples */
+	double ring_wait;	/* waiting for the consumer to release a slot */
+	double consumer_wait;	/* sk_loader_next() waiting for a batch */
+	int workers, io_streams;
+	uint64_t memory_bound;	/* peak bytes by the formula in shardkit(3) */
+};
+
+void sk_loader_config_init(struct sk_loader_config *cfg);
+/* On failure *out still holds a handle with the message (NULL only when
+ * memory ran out); close it. */
+int sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg);
+/* Block for the next batch: 1 and a batch, 0 after the last, < 0 on a
+ * fatal error (the message names the shard, offset or sample). */
+int sk_loader_next(sk_loader *l, struct sk_batch *b);
+int sk_loader_release(sk_loader *l, struct sk_batch *b);
+int sk_loader_stats(sk_loader *l, struct sk_loader_stats *st);
+void sk_loader_close(sk_loader *l);
+const char *sk_skip_reason_name(enum sk_skip_reason r);
+size_t sk_dtype_size(enum sk_dtype t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 /*
  * image.c - the image codec the tools and the loader share: probe and decode
  * JPEG (libjpeg-turbo) and PNG (libpng) from memory to 8-bit RGB, encode
- * both, and an antialiased bilinear resize.
+ * both, and an antialiased bilinear resize. For the loader, also decode
+ * just the region of a JPEG that a crop needs, at a DCT scale.
  */
 #include <limits.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include <png.h>
 
 #include "shardkit.h"
+#include "loader.h"
 
 static enum sk_image_format
 sniff(const uint8_t *p, size_t size)
@@ -961,5 +963,255 @@ out:
 	rs_free(&ch);
 	rs_free(&cv);
 	free(tmp);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* cropped and scaled JPEG decoding (the loader's augment step)             */
+
+int
+sk__jpeg_size(const void *data, size_t size, int *w, int *h,
+    struct sk_error *err)
+{
+	struct sk_image_info info;
+	int rc;
+
+	if (data == NULL || w == NULL || h == NULL)
+		return sk_error_set(err, SK_EINVAL, "no image data");
+	if (sniff(data, size) != SK_IMAGE_JPEG)
+		return sk_error_set(err, SK_EDECODE, "not a JPEG image");
+	memset(&info, 0, sizeof info);
+	if ((rc = jpeg_probe(data, size, &info, err)) != 0)
+		return rc;
+	*w = info.width;
+	*h = info.height;
+	return 0;
+}
+
+/*
+ * The smallest DCT scale that keeps the box at least min_w x min_h. Only
+ * 1/2, 1/4 and 1/8 have SIMD inverse DCTs in libjpeg-turbo 2.1; the other
+ * M/8 scales were slower than a full-size decode (DESIGN, "Fast paths").
+ */
+static int
+region_denom(const struct sk__box *box, int min_w, int min_h)
+{
+	static const int denoms[3] = { 8, 4, 2 };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (box->w / denoms[i] >= min_w && box->h / denoms[i] >= min_h)
+			return denoms[i];
+	return 1;
+}
+
+/*
+ * Pixels beyond the box on each side that a resize of a box of n scaled
+ * pixels to out pixels can touch: its triangle filter reaches max(n/out, 1)
+ * from a centre, rounded outwards, plus one. Two more keep the columns
+ * next to a jpeg_crop_scanline edge out of use, where fancy upsampling
+ * sees a replicated edge instead of the real neighbour.
+ */
+static int
+region_margin(double n, int out)
+{
+	double support = out > 0 ? n / out : n;
+
+	if (support < 1.0)
+		support = 1.0;
+	return (int)ceil(support) + 3;
+}
+
+/* [floor(a - m), ceil(b + m)) clipped to [0, limit), never empty. */
+static void
+region_span(double a, double b, int m, JDIMENSION limit, JDIMENSION *lo,
+    JDIMENSION *hi)
+{
+	double l = floor(a) - m, r = ceil(b) + m;
+
+	if (l < 0)
+		l = 0;
+	if (r > limit)
+		r = limit;
+	if (l > limit - 1)
+		l = limit - 1;
+	if (r < l + 1)
+		r = l + 1;
+	*lo = (JDIMENSION)l;
+	*hi = (JDIMENSION)r;
+}
+
+/* Rows handed to one jpeg_read_scanlines call: more than libjpeg's output
+ * pass makes at once (max_v_samp_factor * DCT size), so no call is short. */
+#define REGION_ROWS 16
+
+/*
+ * One attempt at a region decode. With crop set, columns outside the
+ * region are not run through the inverse DCT (jpeg_crop_scanline); when
+ * that call itself fails, *crop_failed is set and the caller retries at
+ * full width.
+ */
+static int
+region_run(const uint8_t *data, size_t size, uint64_t max_pixels,
+    struct sk__jpeg_region *r, uint8_t **buf, size_t *cap, int crop,
+    volatile int *crop_failed, struct sk_error *err)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct jerr e;
+	volatile int rc = 0, in_crop = 0;
+	JDIMENSION x0, x1, y0, y1, xoff, width, y, n, i, got;
+	JSAMPROW rows[REGION_ROWS];
+	uint8_t *p, *cmyk_row;
+	size_t stride, need;
+	double sx, sy, sw, sh;
+	int w, h, d, cmyk;
+
+	jerr_init(&cinfo, &e, 1);
+	if (setjmp(e.jmp)) {
+		if (in_crop && crop_failed != NULL) {
+			*crop_failed = 1;
+			rc = SK_EDECODE;
+		} else
+			rc = sk_error_set(err, SK_EDECODE, "JPEG: %s", e.msg);
+		goto out;
+	}
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, data, (unsigned long)size);
+	jpeg_read_header(&cinfo, TRUE);
+	w = (int)cinfo.image_width;
+	h = (int)cinfo.image_height;
+	/* The full image's size, before anything is allocated: the region
+	 * may be small, but libjpeg's own buffers follow the full width. */
+	if ((rc = check_pixels(w, h, max_pixels, err)) != 0)
+		goto out;
+
+	cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
+	    cinfo.jpeg_color_space == JCS_YCCK;
+	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+	d = region_denom(&r->box, r->min_w, r->min_h);
+	cinfo.scale_num = 1;
+	cinfo.scale_denom = (unsigned int)d;
+	jpeg_start_decompress(&cinfo);
+	if (cinfo.output_components != (cmyk ? 4 : 3)) {
+		rc = sk_error_set(err, SK_EDECODE,
+		    "JPEG: unexpected %d output components",
+		    cinfo.output_components);
+		goto out;
+	}
+
+	/* At 1/d, scaled pixel i covers source pixels [i*d, (i+1)*d): each
+	 * 8x8 block becomes (8/d)x(8/d). */
+	sx = r->box.x / d;
+	sy = r->box.y / d;
+	sw = r->box.w / d;
+	sh = r->box.h / d;
+	region_span(sx, sx + sw, region_margin(sw, r->min_w),
+	    cinfo.output_width, &x0, &x1);
+	region_span(sy, sy + sh, region_margin(sh, r->min_h),
+	    cinfo.output_height, &y0, &y1);
+
+	xoff = 0;
+	width = cinfo.output_width;
+	if (crop && x1 - x0 < cinfo.output_width) {
+		/* libjpeg-turbo moves xoff down to an iMCU boundary and
+		 * widens width to match; both come back changed. */
+		xoff = x0;
+		width = x1 - x0;
+		in_crop = 1;
+		jpeg_crop_scanline(&cinfo, &xoff, &width);
+		in_crop = 0;
+	}
+
+	stride = (size_t)width * 3;
+	need = stride * (y1 - y0) + (cmyk ? (size_t)width * 4 : 0);
+	if (need > *cap) {
+		if ((p = realloc(*buf, need)) == NULL) {
+			rc = sk_error_set(err, SK_ENOMEM, "JPEG: out of memory "
+			    "for a %u x %u region", width, y1 - y0);
+			goto out;
+		}
+		*buf = p;
+		*cap = need;
+	}
+	cmyk_row = *buf + stride * (y1 - y0);
+
+	/* Rows above still go through entropy decoding (libjpeg has no
+	 * index), but not through the inverse DCT and colour conversion. */
+	if (y0 > 0 && jpeg_skip_scanlines(&cinfo, y0) != y0) {
+		rc = sk_error_set(err, SK_EDECODE, "JPEG: cannot skip to row "
+		    "%u", y0);
+		goto out;
+	}
+	while ((y = cinfo.output_scanline) < y1) {
+		if (cmyk) {
+			rows[0] = cmyk_row;
+			got = jpeg_read_scanlines(&cinfo, rows, 1);
+			if (got == 1)
+				cmyk_to_rgb(cmyk_row, *buf + (y - y0) * stride,
+				    (int)width, cinfo.saw_Adobe_marker);
+		} else {
+			n = y1 - y < REGION_ROWS ? y1 - y : REGION_ROWS;
+			for (i = 0; i < n; i++)
+				rows[i] = *buf + (y - y0 + i) * stride;
+			got = jpeg_read_scanlines(&cinfo, rows, n);
+		}
+		if (got == 0) {
+			/* Only a suspending source stops short, and
+			 * jpeg_mem_src never suspends. */
+			rc = sk_error_set(err, SK_EDECODE, "JPEG: no data at "
+			    "row %u", y);
+			goto out;
+		}
+	}
+	/*
+	 * The rows below are not needed: do not even entropy-decode them.
+	 * Damage down there goes unnoticed, the price of the speed; the
+	 * pixels this sample uses were all checked. A region that reaches
+	 * the bottom has had all the entropy data decoded anyway, so finish
+	 * as a full decode does: that also reads up to the end-of-image
+	 * marker, and a desynchronised scan, which can decode to garbage
+	 * without one bad code, shows as extraneous or missing data there.
+	 */
+	if (y1 == cinfo.output_height)
+		jpeg_finish_decompress(&cinfo);
+	else
+		jpeg_abort_decompress(&cinfo);
+
+	r->src_w = w;
+	r->src_h = h;
+	r->scale_denom = d;
+	r->out_w = (int)width;
+	r->out_h = (int)(y1 - y0);
+	r->rbox.x = sx - xoff;
+	r->rbox.y = sy - y0;
+	r->rbox.w = sw;
+	r->rbox.h = sh;
+out:
+	jpeg_destroy_decompress(&cinfo);
+	return rc;
+}
+
+int
+sk__jpeg_decode_region(const void *data, size_t size, uint64_t max_pixels,
+    struct sk__jpeg_region *r, uint8_t **buf, size_t *cap,
+    struct sk_error *err)
+{
+	volatile int crop_failed = 0;
+	int rc;
+
+	if (data == NULL || r == NULL || buf == NULL || cap == NULL)
+		return sk_error_set(err, SK_EINVAL, "no image data");
+	if (sniff(data, size) != SK_IMAGE_JPEG)
+		return sk_error_set(err, SK_EDECODE, "not a JPEG image");
+	if (!(r->box.w > 0 && r->box.h > 0))
+		return sk_error_set(err, SK_EINVAL, "empty crop box");
+	rc = region_run(data, size, max_pixels, r, buf, cap, 1, &crop_failed,
+	    err);
+	if (rc != 0 && crop_failed) {
+		sk_log(SK_LOG_DEBUG, "JPEG: jpeg_crop_scanline failed; "
+		    "decoding full width");
+		rc = region_run(data, size, max_pixels, r, buf, cap, 0, NULL,
+		    err);
+	}
 	return rc;
 }

@@ -1,9 +1,41 @@
 #!/usr/bin/env bash
-# seeds.sh DIR - a small seed corpus for fuzz_tar: ustar, GNU, PAX and
-# compressed tars with WebDataset-style members, and a truncated one.
+# seeds.sh DIR [tar|image] - a small seed corpus.
+#   tar (the default), for fuzz_tar: ustar, GNU, PAX and compressed tars
+#   with WebDataset-style members, and a truncated one.
+#   image, for fuzz_image: small baseline, progressive, gray, CMYK and
+#   truncated JPEGs, and RGB, gray and palette PNGs (made with PIL).
 set -euo pipefail
 out=$1
+kind=${2:-tar}
 mkdir -p "$out"
+if [ "$kind" = image ]; then
+	exec "${PYTHON:-python3}" - "$out" <<'PY'
+import io, sys
+from PIL import Image
+out = sys.argv[1]
+def img(mode, w, h):
+    im = Image.new("RGB", (w, h))
+    im.putdata([((x * 9) % 256, (y * 7) % 256, ((x ^ y) * 3) % 256)
+                for y in range(h) for x in range(w)])
+    return im.convert(mode)
+def save(name, im, fmt, **kw):
+    b = io.BytesIO()
+    im.save(b, fmt, **kw)
+    open(f"{out}/{name}", "wb").write(b.getvalue())
+    return b.getvalue()
+save("rgb.jpg", img("RGB", 37, 23), "JPEG", quality=80)
+save("prog.jpg", img("RGB", 40, 30), "JPEG", quality=70, progressive=True)
+save("gray.jpg", img("L", 33, 17), "JPEG")
+save("cmyk.jpg", img("CMYK", 16, 16), "JPEG")
+save("420.jpg", img("RGB", 64, 48), "JPEG", subsampling=2)
+d = save("big.jpg", img("RGB", 160, 120), "JPEG", quality=60)
+open(f"{out}/cut.jpg", "wb").write(d[: len(d) // 2])
+save("rgb.png", img("RGB", 20, 12), "PNG")
+save("gray.png", img("L", 9, 31), "PNG")
+save("pal.png", img("P", 12, 12), "PNG")
+save("rgba.png", img("RGBA", 7, 5), "PNG")
+PY
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
