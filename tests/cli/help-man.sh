@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # help-man.sh - every long option in "shardtool CMD --help" appears in
 # shardtool(1) (curl's test1139), every command has a --help that exits 0,
-# and mandoc -Tlint finds nothing above STYLE in the man pages.
+# and mandoc -Tlint finds nothing above STYLE in the man pages; the same
+# for "shardload --help" and shardload(1), and shardkit(3) lints clean.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 
@@ -57,4 +58,55 @@ mandoc -Tascii -O width=200 "$man5" | sed 's/.\x08//g' >"$T/man5.txt"
 for w in wids-shard-index-v1 nsamples filesize md5sum ustar; do
 	grep -qF -- "$w" "$T/man5.txt" || fail "shardkit.5 does not mention $w"
 done
+# shardload: its --help against shardload(1); shardload(1) and shardkit(3)
+# lint clean.
+sl_man="$top_srcdir/man/shardload.1"
+lib_man="$top_srcdir/man/shardkit.3"
+[ -f "$sl_man" ] || fail "$sl_man does not exist"
+[ -f "$lib_man" ] || fail "$lib_man does not exist"
+
+say "shardload --help and --version exit 0, no command exits 2"
+sl slhelp --help
+has slhelp.out "usage: shardload"
+sl slversion --version
+has slversion.out "shardload"
+sl_rc 2 slnocmd
+is_sl_usage_error slnocmd
+
+say "every command and long option of shardload --help is in shardload.1"
+mandoc -Tascii -O width=200 "$sl_man" | sed 's/.\x08//g' >"$T/slman.txt" ||
+    fail "mandoc cannot render $sl_man"
+slcmds=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\).*/\1/p' "$T/slhelp.out")
+[ "$(echo "$slcmds" | wc -w)" -eq 3 ] ||
+    fail "shardload --help lists the commands: $slcmds (want bench dump keys)"
+missing=
+for c in $slcmds; do
+	grep -qw -- "$c" "$T/slman.txt" || missing="$missing $c(command)"
+	sl "slhelp-$c" "$c" --help
+	cmp -s "$T/slhelp.out" "$T/slhelp-$c.out" ||
+	    fail "shardload $c --help differs from shardload --help"
+done
+slopts=$(grep -o -- '--[a-z][a-z0-9-]*' "$T/slhelp.out" | sort -u)
+[ "$(echo "$slopts" | wc -w)" -ge 30 ] ||
+    fail "shardload --help shows only these options: $slopts"
+for o in $slopts; do
+	grep -q -- "$o\([^a-z0-9-]\|$\)" "$T/slman.txt" || missing="$missing $o"
+done
+# The environment variables shardload reads.
+for v in OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE \
+    PMIX_RANK PMIX_SIZE SLURM_PROCID SLURM_NTASKS SHARDKIT_LOG; do
+	grep -qw -- "$v" "$T/slman.txt" || missing="$missing \$$v"
+done
+[ -z "$missing" ] || fail "not in shardload.1:$missing"
+
+say "mandoc -Tlint: no messages above STYLE in shardload.1 and shardkit.3"
+set +e
+mandoc -Tlint "$sl_man" "$lib_man" >"$T/sllint" 2>&1
+set -e
+grep -E ': (WARNING|ERROR|UNSUPP|BADARG): ' "$T/sllint" >"$T/sllint.bad" || true
+if [ -s "$T/sllint.bad" ]; then
+	cat "$T/sllint.bad" >&2
+	fail "mandoc -Tlint reports the messages above"
+fi
+mandoc -Tascii "$lib_man" >/dev/null || fail "mandoc cannot render $lib_man"
 echo "PASS: help-man"

@@ -17,6 +17,10 @@ export LC_ALL=C
 # Tests set these when they mean to; a value from the caller would change
 # every shard's mtime or the logging.
 unset SOURCE_DATE_EPOCH SHARDKIT_LOG
+# shardload takes its rank and world size from these when it runs under a
+# launcher; a test sets them when it means to.
+unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE \
+    PMIX_RANK PMIX_SIZE SLURM_PROCID SLURM_NTASKS
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
@@ -88,9 +92,53 @@ hasnt() {
 	fi
 }
 
+# sl TAG ARGS...: shardload ARGS must succeed; sl_rc WANT TAG ARGS...: it
+# must exit WANT. Either way a sanitizer's report on stderr fails the test,
+# since ASan and UBSan exit 1, which an error case expects.
+sl() {
+	local tag=$1
+	shift
+	sl_rc 0 "$tag" "$@"
+}
+
+sl_rc() {
+	local want=$1 tag=$2
+	shift 2
+	: "${SHARDLOAD:?SHARDLOAD is not set; run the test through make check}"
+	run_rc "$want" "$tag" "$SHARDLOAD" "$@"
+	no_sanitizer_report "$tag"
+}
+
+# no_sanitizer_report TAG: TAG.err holds no ASan, LSan or UBSan report.
+no_sanitizer_report() {
+	if grep -qE 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|runtime error: ' \
+	    "$T/$1.err"; then
+		show "$1"
+		fail "$1: a sanitizer reported an error"
+	fi
+}
+
 # Usage errors exit 2 and print the usage line.
 is_usage_error() {
 	has "$1.err" "usage: shardtool"
+}
+
+# shardload's usage errors: a message naming shardload, then the usage.
+is_sl_usage_error() {
+	has "$1.err" "shardload"
+	has "$1.err" "usage: shardload"
+}
+
+# jget FILE KEY[.KEY...]: a value of a JSON file (a bench --json result),
+# printed as JSON unless it is a string.
+jget() {
+	python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v if isinstance(v, str) else json.dumps(v))' "$1" "$2" ||
+	    fail "jget $1 $2"
 }
 
 # no_partial DIR: no *.part file anywhere under DIR.
