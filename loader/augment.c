@@ -396,6 +396,20 @@ emit_row(const uint8_t *row, int size, int y, enum sk_dtype dtype,
 /* ------------------------------------------------------------------------ */
 /* the resize                                                               */
 
+/*
+ * The vertical pass's loops vectorise, but the baseline x86-64 has no
+ * 32-bit lane multiply: gcc emulates it with shuffles. Clones for SSE4.1
+ * and AVX2, picked by the loader when the library loads (ifunc), use
+ * pmulld on 4 or 8 lanes. Same integers, same bytes.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && \
+    !defined(__clang__)
+#define SK_VEC_CLONES __attribute__((target_clones("avx2", "sse4.1", \
+    "default")))
+#else
+#define SK_VEC_CLONES
+#endif
+
 /* The vertical pass works in chunks of this many bytes, a constant trip
  * count that gcc -O2 (its "very cheap" vectoriser) turns into SIMD; rows
  * are padded to a multiple of it. */
@@ -414,7 +428,7 @@ clip8(int32_t v)
  * pointer may alias the accumulator, and at -O2 it does not vectorise
  * loops that would need a run-time overlap check.
  */
-static void
+SK_VEC_CLONES static void
 vert_madd(int32_t *restrict acc, const uint8_t *restrict q, int32_t wt,
     size_t pst)
 {
@@ -425,7 +439,7 @@ vert_madd(int32_t *restrict acc, const uint8_t *restrict q, int32_t wt,
 			acc[x + j] += q[x + j] * wt;
 }
 
-static void
+SK_VEC_CLONES static void
 vert_fill(int32_t *restrict acc, int32_t v, size_t pst)
 {
 	size_t x, j;
@@ -435,7 +449,7 @@ vert_fill(int32_t *restrict acc, int32_t v, size_t pst)
 			acc[x + j] = v;
 }
 
-static void
+SK_VEC_CLONES static void
 vert_clip(uint8_t *restrict row8, const int32_t *restrict acc, size_t pst)
 {
 	size_t x, j;
@@ -467,36 +481,91 @@ have_sse41(void)
 
 	if (__atomic_load_n(&cached, __ATOMIC_RELAXED) < 0) {
 		__builtin_cpu_init();
-		__atomic_store_n(&cached, __builtin_cpu_supports("sse4.1") ?
+		__atomic_store_n(&cached, __builtin_cpu_supports("sse4.1") &&
+		    __builtin_cpu_supports("ssse3") ?
 		    1 : 0, __ATOMIC_RELAXED);
 	}
 	return __atomic_load_n(&cached, __ATOMIC_RELAXED);
 }
 
-__attribute__((target("sse4.1")))
+/*
+ * Split the 22-bit weights of output pixel xx into two 11-bit halves and
+ * pair up its taps: w[(xx * kp + j) * 2] holds the high halves of taps 2j
+ * and 2j + 1 as two int16, w[... + 1] the low halves. A tap past the last
+ * has weight 0 in both.
+ */
 static void
-horiz_sse41(const uint8_t *row, uint8_t *dst, int size,
-    const struct coeffs *ch)
+horiz_pairs(const struct coeffs *ch, int size, int kp, int32_t *w)
 {
 	const int32_t *k;
+	uint32_t h0, h1, l0, l1;
+	int xx, j, n;
+
+	for (xx = 0; xx < size; xx++) {
+		k = ch->k + (size_t)xx * ch->ksize;
+		n = ch->bounds[xx * 2 + 1];
+		for (j = 0; j < kp; j++) {
+			h0 = l0 = h1 = l1 = 0;
+			if (2 * j < n) {
+				h0 = (uint32_t)k[2 * j] >> 11;
+				l0 = (uint32_t)k[2 * j] & 2047;
+			}
+			if (2 * j + 1 < n) {
+				h1 = (uint32_t)k[2 * j + 1] >> 11;
+				l1 = (uint32_t)k[2 * j + 1] & 2047;
+			}
+			w[((size_t)xx * kp + j) * 2] = (int32_t)(h0 | h1 << 16);
+			w[((size_t)xx * kp + j) * 2 + 1] = (int32_t)(l0 | l1 << 16);
+		}
+	}
+}
+
+/*
+ * The horizontal pass with SSSE3/SSE4.1: two taps at a time. Two RGB
+ * pixels are spread to 16-bit lanes as (R0 R1 G0 G1 B0 B1 0 0) and
+ * pmaddwd sums R0*w0 + R1*w1 per channel. The 22-bit weights do not fit
+ * 16 bits, so each is split in two 11-bit halves, multiplied separately
+ * and recombined: (hi << 11) + lo is the same integer the scalar loop
+ * sums, so the bytes are the same. gcc -O2 does not vectorise the scalar
+ * loop (its trip count varies per pixel). end is the end of the source
+ * buffer: a pair's 8-byte load never reads past it.
+ */
+__attribute__((target("sse4.1")))
+static void
+horiz_sse41(const uint8_t *row, const uint8_t *end, uint8_t *dst, int size,
+    const struct coeffs *ch, int kp, const int32_t *w)
+{
+	const __m128i spread = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1,
+	    2, -1, 5, -1, -1, -1, -1, -1);
+	const int32_t *wp;
 	const uint8_t *p;
-	__m128i acc, px;
+	__m128i hi, lo, px, acc;
+	uint8_t tmp[8];
 	uint32_t v;
-	int xx, i, n;
+	int xx, j, n;
 
 	for (xx = 0; xx < size; xx++, dst += 3) {
-		k = ch->k + (size_t)xx * ch->ksize;
 		p = row + (size_t)ch->bounds[xx * 2] * 3;
-		n = ch->bounds[xx * 2 + 1];
-		acc = _mm_set1_epi32(RS_HALF);
-		for (i = 0; i < n; i++, p += 3) {
-			/* Three loads, not one of four: never past the end. */
-			v = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-			    (uint32_t)p[2] << 16;
-			px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)v));
-			acc = _mm_add_epi32(acc, _mm_mullo_epi32(px,
-			    _mm_set1_epi32(k[i])));
+		n = (ch->bounds[xx * 2 + 1] + 1) / 2;
+		wp = w + (size_t)xx * kp * 2;
+		hi = lo = _mm_setzero_si128();
+		for (j = 0; j < n; j++, p += 6, wp += 2) {
+			if (p + 8 <= end)
+				px = _mm_loadl_epi64((const __m128i *)p);
+			else {
+				memset(tmp, 0, sizeof tmp);
+				memcpy(tmp, p, (size_t)(end - p) < 6 ?
+				    (size_t)(end - p) : 6);
+				px = _mm_loadl_epi64((const __m128i *)tmp);
+			}
+			px = _mm_shuffle_epi8(px, spread);
+			hi = _mm_add_epi32(hi, _mm_madd_epi16(px,
+			    _mm_set1_epi32(wp[0])));
+			lo = _mm_add_epi32(lo, _mm_madd_epi16(px,
+			    _mm_set1_epi32(wp[1])));
 		}
+		acc = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(hi, 11), lo),
+		    _mm_set1_epi32(RS_HALF));
 		/* >> 22, then clamp to 0..255 as clip8 does. */
 		acc = _mm_srai_epi32(acc, RS_BITS);
 		acc = _mm_packs_epi32(acc, acc);
@@ -548,13 +617,13 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
     struct sk__aug_scratch *s, void *out, struct sk_error *err)
 {
 	struct coeffs ch, cv;
-	size_t pst, o_hb, o_vk, o_vb, o_kd, o_acc, o_row, o_mid;
+	size_t pst, o_hb, o_vk, o_vb, o_kd, o_acc, o_row, o_hw, o_mid;
 	const uint8_t *row, *p;
 	const int32_t *k;
 	uint8_t *mid, *row8, *dst;
 	int32_t *acc, r, g, b;
 	size_t sstride = (size_t)sw * 3;
-	int y, xx, i, n, ylo, yhi, nrows, kmax;
+	int y, xx, i, n, ylo, yhi, nrows, kmax, kp;
 
 	ch.ksize = axis_ksize(ax);
 	cv.ksize = axis_ksize(ay);
@@ -567,7 +636,9 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 	o_kd = o_vb + align64(sizeof(int) * size * 2);
 	o_acc = o_kd + align64(sizeof(double) * kmax);
 	o_row = o_acc + align64(sizeof(int32_t) * pst);
-	o_mid = o_row + align64(pst);
+	kp = (ch.ksize + 1) / 2;
+	o_hw = o_row + align64(pst);
+	o_mid = o_hw + align64(sizeof(int32_t) * 2 * (size_t)size * kp);
 	if (grow(&s->tmp, &s->tmp_cap, o_mid) != 0)
 		goto nomem;
 	ch.k = (int32_t *)s->tmp;
@@ -600,6 +671,10 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 	acc = (int32_t *)(s->tmp + o_acc);
 	row8 = s->tmp + o_row;
 	mid = s->tmp + o_mid;
+#ifdef SK_HAVE_X86_KERNELS
+	if (have_sse41())
+		horiz_pairs(&ch, size, kp, (int32_t *)(s->tmp + o_hw));
+#endif
 
 	/* Horizontal: src rows [ylo, yhi) (sw, 3) -> mid (nrows, size, 3). */
 	for (y = 0; y < nrows; y++) {
@@ -607,7 +682,8 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 		dst = mid + (size_t)y * pst;
 #ifdef SK_HAVE_X86_KERNELS
 		if (have_sse41()) {
-			horiz_sse41(row, dst, size, &ch);
+			horiz_sse41(row, src + (size_t)sh * sstride, dst, size,
+			    &ch, kp, (const int32_t *)(s->tmp + o_hw));
 			memset(dst + (size_t)size * 3, 0, pst - (size_t)size * 3);
 			continue;
 		}
