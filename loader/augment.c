@@ -396,20 +396,6 @@ emit_row(const uint8_t *row, int size, int y, enum sk_dtype dtype,
 /* ------------------------------------------------------------------------ */
 /* the resize                                                               */
 
-/*
- * The vertical pass's loops vectorise, but the baseline x86-64 has no
- * 32-bit lane multiply: gcc emulates it with shuffles. Clones for SSE4.1
- * and AVX2, picked by the loader when the library loads (ifunc), use
- * pmulld on 4 or 8 lanes. Same integers, same bytes.
- */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && \
-    !defined(__clang__)
-#define SK_VEC_CLONES __attribute__((target_clones("avx2", "sse4.1", \
-    "default")))
-#else
-#define SK_VEC_CLONES
-#endif
-
 /* The vertical pass works in chunks of this many bytes, a constant trip
  * count that gcc -O2 (its "very cheap" vectoriser) turns into SIMD; rows
  * are padded to a multiple of it. */
@@ -423,43 +409,44 @@ clip8(int32_t v)
 }
 
 /*
- * The vertical pass's kernels, on pst bytes (a multiple of VCHUNK). The
- * restrict qualifiers matter: without them gcc must assume the uint8_t
- * pointer may alias the accumulator, and at -O2 it does not vectorise
- * loops that would need a run-time overlap check.
+ * One output row of the vertical pass: n rows of q (pst bytes apart, pst a
+ * multiple of VCHUNK) times their weights k, rounded and clipped into
+ * row8. The restrict qualifiers matter: without them gcc must assume the
+ * uint8_t pointers may alias the accumulator, and at -O2 it does not
+ * vectorise loops that would need a run-time overlap check.
  */
-SK_VEC_CLONES static void
-vert_madd(int32_t *restrict acc, const uint8_t *restrict q, int32_t wt,
-    size_t pst)
+static inline __attribute__((always_inline)) void
+vert_row_body(int32_t *restrict acc, uint8_t *restrict row8,
+    const uint8_t *restrict q, const int32_t *k, int n, size_t pst)
 {
 	size_t x, j;
+	int32_t v, wt;
+	int i;
 
 	for (x = 0; x < pst; x += VCHUNK)
 		for (j = 0; j < VCHUNK; j++)
-			acc[x + j] += q[x + j] * wt;
-}
-
-SK_VEC_CLONES static void
-vert_fill(int32_t *restrict acc, int32_t v, size_t pst)
-{
-	size_t x, j;
-
-	for (x = 0; x < pst; x += VCHUNK)
-		for (j = 0; j < VCHUNK; j++)
-			acc[x + j] = v;
-}
-
-SK_VEC_CLONES static void
-vert_clip(uint8_t *restrict row8, const int32_t *restrict acc, size_t pst)
-{
-	size_t x, j;
-	int32_t v;
-
+			acc[x + j] = RS_HALF;
+	for (i = 0; i < n; i++, q += pst) {
+		wt = k[i];
+		for (x = 0; x < pst; x += VCHUNK)
+			for (j = 0; j < VCHUNK; j++)
+				acc[x + j] += q[x + j] * wt;
+	}
 	for (x = 0; x < pst; x += VCHUNK)
 		for (j = 0; j < VCHUNK; j++) {
 			v = acc[x + j] >> RS_BITS;
 			row8[x + j] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 		}
+}
+
+typedef void vert_row_fn(int32_t *, uint8_t *, const uint8_t *,
+    const int32_t *, int, size_t);
+
+static void
+vert_row(int32_t *acc, uint8_t *row8, const uint8_t *q, const int32_t *k,
+    int n, size_t pst)
+{
+	vert_row_body(acc, row8, q, k, n, pst);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -486,6 +473,49 @@ have_sse41(void)
 		    1 : 0, __ATOMIC_RELAXED);
 	}
 	return __atomic_load_n(&cached, __ATOMIC_RELAXED);
+}
+
+/*
+ * The vertical pass vectorises, but the baseline x86-64 has no 32-bit lane
+ * multiply and gcc emulates it with shuffles: the same body built for
+ * SSE4.1 and AVX2 uses pmulld on 4 or 8 lanes. Same integers, same bytes.
+ * Picked at run time by hand rather than with target_clones: an ifunc
+ * resolver runs while the library is relocated, before a sanitizer's
+ * runtime is up, and TSan builds crashed there.
+ */
+__attribute__((target("sse4.1")))
+static void
+vert_row_sse41(int32_t *acc, uint8_t *row8, const uint8_t *q,
+    const int32_t *k, int n, size_t pst)
+{
+	vert_row_body(acc, row8, q, k, n, pst);
+}
+
+__attribute__((target("avx2")))
+static void
+vert_row_avx2(int32_t *acc, uint8_t *row8, const uint8_t *q,
+    const int32_t *k, int n, size_t pst)
+{
+	vert_row_body(acc, row8, q, k, n, pst);
+}
+
+static vert_row_fn *
+vert_row_pick(void)
+{
+	static vert_row_fn *cached;
+	vert_row_fn *f = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+
+	if (f != NULL)
+		return f;
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2"))
+		f = vert_row_avx2;
+	else if (__builtin_cpu_supports("sse4.1"))
+		f = vert_row_sse41;
+	else
+		f = vert_row;
+	__atomic_store_n(&cached, f, __ATOMIC_RELAXED);
+	return f;
 }
 
 /*
@@ -623,6 +653,7 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 	uint8_t *mid, *row8, *dst;
 	int32_t *acc, r, g, b;
 	size_t sstride = (size_t)sw * 3;
+	vert_row_fn *vrow;
 	int y, xx, i, n, ylo, yhi, nrows, kmax, kp;
 
 	ch.ksize = axis_ksize(ax);
@@ -709,14 +740,16 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 	}
 
 	/* Vertical: mid (nrows, size, 3) -> out row by row. */
+#ifdef SK_HAVE_X86_KERNELS
+	vrow = vert_row_pick();
+#else
+	vrow = vert_row;
+#endif
 	for (y = 0; y < size; y++) {
 		k = cv.k + (size_t)y * cv.ksize;
 		n = cv.bounds[y * 2 + 1];
 		p = n > 0 ? mid + (size_t)(cv.bounds[y * 2] - ylo) * pst : mid;
-		vert_fill(acc, RS_HALF, pst);
-		for (i = 0; i < n; i++)
-			vert_madd(acc, p + (size_t)i * pst, k[i], pst);
-		vert_clip(row8, acc, pst);
+		vrow(acc, row8, p, k, n, pst);
 		emit_row(row8, size, y, cfg->dtype, cfg->layout, t, out);
 	}
 	return 0;
