@@ -190,6 +190,40 @@ cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, int w, int inverted)
 	}
 }
 
+/*
+ * The common start of a decode, called under the caller's setjmp (libjpeg
+ * errors jump there): read the header, check the full image's size
+ * against the pixel limit before anything is allocated, and ask for RGB,
+ * or CMYK for CMYK and YCCK files (libjpeg turns YCCK into CMYK itself,
+ * gray and YCbCr into RGB).
+ */
+static int
+jpeg_begin(struct jpeg_decompress_struct *cinfo, const uint8_t *data,
+    size_t size, uint64_t max_pixels, int *w, int *h, int *cmyk,
+    struct sk_error *err)
+{
+	jpeg_create_decompress(cinfo);
+	jpeg_mem_src(cinfo, data, (unsigned long)size);
+	jpeg_read_header(cinfo, TRUE);
+	*w = (int)cinfo->image_width;
+	*h = (int)cinfo->image_height;
+	*cmyk = cinfo->jpeg_color_space == JCS_CMYK ||
+	    cinfo->jpeg_color_space == JCS_YCCK;
+	cinfo->out_color_space = *cmyk ? JCS_CMYK : JCS_RGB;
+	return check_pixels(*w, *h, max_pixels, err);
+}
+
+/* After jpeg_start_decompress: the components jpeg_begin asked for. */
+static int
+jpeg_check_components(const struct jpeg_decompress_struct *cinfo, int cmyk,
+    struct sk_error *err)
+{
+	if (cinfo->output_components != (cmyk ? 4 : 3))
+		return sk_error_set(err, SK_EDECODE, "JPEG: unexpected %d "
+		    "output components", cinfo->output_components);
+	return 0;
+}
+
 /* What jpeg_decode allocates after its setjmp, so the error path can free
  * it: locals changed after setjmp are indeterminate after longjmp. */
 struct jdec {
@@ -215,25 +249,12 @@ jpeg_decode(const uint8_t *data, size_t size, uint64_t max_pixels,
 		rc = sk_error_set(err, SK_EDECODE, "JPEG: %s", e.msg);
 		goto out;
 	}
-	jpeg_create_decompress(&cinfo);
-	jpeg_mem_src(&cinfo, data, (unsigned long)size);
-	jpeg_read_header(&cinfo, TRUE);
-	w = (int)cinfo.image_width;
-	h = (int)cinfo.image_height;
-	if ((rc = check_pixels(w, h, max_pixels, err)) != 0)
+	if ((rc = jpeg_begin(&cinfo, data, size, max_pixels, &w, &h, &cmyk,
+	    err)) != 0)
 		goto out;
-
-	cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
-	    cinfo.jpeg_color_space == JCS_YCCK;
-	/* libjpeg turns YCCK into CMYK itself; gray and YCbCr into RGB. */
-	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
 	jpeg_start_decompress(&cinfo);
-	if (cinfo.output_components != (cmyk ? 4 : 3)) {
-		rc = sk_error_set(err, SK_EDECODE,
-		    "JPEG: unexpected %d output components",
-		    cinfo.output_components);
+	if ((rc = jpeg_check_components(&cinfo, cmyk, err)) != 0)
 		goto out;
-	}
 
 	stride = (size_t)w * 3;
 	d.rgb = malloc(stride * (size_t)h);
@@ -1075,29 +1096,17 @@ region_run(const uint8_t *data, size_t size, uint64_t max_pixels,
 			rc = sk_error_set(err, SK_EDECODE, "JPEG: %s", e.msg);
 		goto out;
 	}
-	jpeg_create_decompress(&cinfo);
-	jpeg_mem_src(&cinfo, data, (unsigned long)size);
-	jpeg_read_header(&cinfo, TRUE);
-	w = (int)cinfo.image_width;
-	h = (int)cinfo.image_height;
-	/* The full image's size, before anything is allocated: the region
-	 * may be small, but libjpeg's own buffers follow the full width. */
-	if ((rc = check_pixels(w, h, max_pixels, err)) != 0)
+	/* The full image's size is checked: the region may be small, but
+	 * libjpeg's own buffers follow the full width. */
+	if ((rc = jpeg_begin(&cinfo, data, size, max_pixels, &w, &h, &cmyk,
+	    err)) != 0)
 		goto out;
-
-	cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
-	    cinfo.jpeg_color_space == JCS_YCCK;
-	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
 	d = region_denom(&r->box, r->min_w, r->min_h);
 	cinfo.scale_num = 1;
 	cinfo.scale_denom = (unsigned int)d;
 	jpeg_start_decompress(&cinfo);
-	if (cinfo.output_components != (cmyk ? 4 : 3)) {
-		rc = sk_error_set(err, SK_EDECODE,
-		    "JPEG: unexpected %d output components",
-		    cinfo.output_components);
+	if ((rc = jpeg_check_components(&cinfo, cmyk, err)) != 0)
 		goto out;
-	}
 
 	/* At 1/d, scaled pixel i covers source pixels [i*d, (i+1)*d): each
 	 * 8x8 block becomes (8/d)x(8/d). */
