@@ -198,7 +198,6 @@ struct sk_loader {
 	pthread_cond_t cond_slot;	/* a slot became free */
 	pthread_cond_t cond_ready;	/* a slot became ready */
 	pthread_cond_t cond_work;	/* work queued */
-	pthread_cond_t cond_plan;	/* a plan was made */
 	struct eplan **plans;	/* by epoch index */
 	uint8_t *plan_done;	/* by epoch index: freed, never again */
 	struct slot *slots;
@@ -218,8 +217,41 @@ struct sk_loader {
 	uint64_t max_sample;
 };
 
-/* Record a fatal error once, and wake everyone so they can stop. Call
+/*
+ * Make every thread stop: set the flag and wake whoever waits on a
+ * condition, the I/O queues' too. Call with l->mu held; taking a queue's
+ * mutex under l->mu keeps the lock order (never l->mu under a queue's).
+ */
+static void
+stop_all_locked(sk_loader *l)
+{
+	int i;
+
+	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&l->cond_slot);
+	pthread_cond_broadcast(&l->cond_ready);
+	pthread_cond_broadcast(&l->cond_work);
+	for (i = 0; i < l->nqueues_inited; i++) {
+		pthread_mutex_lock(&l->queues[i].mu);
+		pthread_cond_broadcast(&l->queues[i].cond);
+		pthread_mutex_unlock(&l->queues[i].mu);
+	}
+}
+
+/* Record a fatal error (the first one wins) and stop everything. Call
  * with l->mu held. */
+static void
+vfail_locked(sk_loader *l, int code, const char *fmt, va_list ap)
+{
+	if (!l->failed) {
+		sk__verror_set(&l->h.err, code, fmt, ap);
+		/* h.state is the consumer's: next() marks it fatal when it
+		 * sees this, so sk__check never races with a pipeline thread. */
+		l->failed = code;
+	}
+	stop_all_locked(l);
+}
+
 static void
 fail_locked(sk_loader *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -229,40 +261,25 @@ fail_locked(sk_loader *l, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!l->failed) {
-		va_start(ap, fmt);
-		sk__verror_set(&l->h.err, code, fmt, ap);
-		va_end(ap);
-		/* h.state is the consumer's: next() marks it fatal when it
-		 * sees this, so sk__check never races with a pipeline thread. */
-		l->failed = code;
-	}
-	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&l->cond_slot);
-	pthread_cond_broadcast(&l->cond_ready);
-	pthread_cond_broadcast(&l->cond_work);
-	pthread_cond_broadcast(&l->cond_plan);
+	va_start(ap, fmt);
+	vfail_locked(l, code, fmt, ap);
+	va_end(ap);
 }
 
 static void
-wake_queues(sk_loader *l)
-{
-	int i;
-
-	for (i = 0; i < l->nio && l->queues != NULL; i++) {
-		pthread_mutex_lock(&l->queues[i].mu);
-		pthread_cond_broadcast(&l->queues[i].cond);
-		pthread_mutex_unlock(&l->queues[i].mu);
-	}
-}
+fail(sk_loader *l, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void
-fail(sk_loader *l, int code, const char *msg)
+fail(sk_loader *l, int code, const char *fmt, ...)
 {
+	va_list ap;
+
+	va_start(ap, fmt);
 	pthread_mutex_lock(&l->mu);
-	fail_locked(l, code, "%s", msg);
+	vfail_locked(l, code, fmt, ap);
 	pthread_mutex_unlock(&l->mu);
-	wake_queues(l);
+	va_end(ap);
 }
 
 static int
@@ -426,7 +443,6 @@ get_plan(sk_loader *l, int e, size_t *nitems)
 		if ((l->plans[e] = plan_epoch(l, e)) == NULL)
 			fail_locked(l, SK_ENOMEM, "out of memory planning "
 			    "epoch %d", l->cfg.epoch + e);
-		pthread_cond_broadcast(&l->cond_plan);
 	}
 	p = l->stop ? NULL : l->plans[e];
 	if (p != NULL && nitems != NULL)
@@ -719,10 +735,7 @@ fatal:
 	sk_tar_reader_close(r);
 	free(key);
 	add_ns(&l->t_io_busy, t0);
-	pthread_mutex_lock(&l->mu);
-	fail_locked(l, rc != 0 ? rc : SK_EIO, "%s", errbuf);
-	pthread_mutex_unlock(&l->mu);
-	wake_queues(l);
+	fail(l, rc != 0 ? rc : SK_EIO, "%s", errbuf);
 	return;
 out:
 	sk_tar_reader_close(r);
@@ -997,11 +1010,8 @@ dispatch(sk_loader *l, struct lsample *s, struct slot *sl, int idx)
 	s->idx = idx;
 	if (s->status != SAMPLE_OK) {
 		if (l->cfg.strict) {
-			pthread_mutex_lock(&l->mu);
-			fail_locked(l, SK_EFORMAT, "%s: sample %s: %s", s->url,
+			fail(l, SK_EFORMAT, "%s: sample %s: %s", s->url,
 			    s->key, status_text(s->status));
-			pthread_mutex_unlock(&l->mu);
-			wake_queues(l);
 			lsample_free(s);
 			return;
 		}
@@ -1155,11 +1165,8 @@ worker_main(void *arg)
 			continue;
 		}
 		if (rc == SK_ENOMEM || l->cfg.strict) {
-			pthread_mutex_lock(&l->mu);
-			fail_locked(l, rc, "%s: sample %s: %s", s->url, s->key,
+			fail(l, rc, "%s: sample %s: %s", s->url, s->key,
 			    err.msg);
-			pthread_mutex_unlock(&l->mu);
-			wake_queues(l);
 			lsample_free(s);
 			break;
 		}
@@ -1460,7 +1467,6 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	pthread_cond_init(&l->cond_slot, NULL);
 	pthread_cond_init(&l->cond_ready, NULL);
 	pthread_cond_init(&l->cond_work, NULL);
-	pthread_cond_init(&l->cond_plan, NULL);
 	l->inited = 1;
 	if (cfg == NULL)
 		return sk__fatal(&l->h, SK_EINVAL, "no config");
@@ -1578,7 +1584,7 @@ sk_loader_next(sk_loader *l, struct sk_batch *b)
 {
 	struct slot *sl;
 	uint64_t t0;
-	int rc;
+	int rc, i;
 
 	if ((rc = sk__check(&l->h, SK__MAGIC_LOADER, "sk_loader_next")) != 0)
 		return rc;
@@ -1617,6 +1623,8 @@ sk_loader_next(sk_loader *l, struct sk_batch *b)
 	l->next_global++;
 	l->st.batches++;
 	l->st.samples += (uint64_t)sl->n;
+	for (i = 0; i < sl->n; i++)
+		l->st.sample_bytes += sl->bytes[i];
 	pthread_mutex_unlock(&l->mu);
 
 	b->epoch = sl->epoch;
@@ -1632,18 +1640,12 @@ sk_loader_next(sk_loader *l, struct sk_batch *b)
 	b->bytes = sl->bytes;
 	b->aug = sl->aug;
 	b->slot = (int)(sl - l->slots);
-	for (rc = 0; rc < sl->n; rc++)
-		__atomic_fetch_add(&l->st.sample_bytes, sl->bytes[rc],
-		    __ATOMIC_RELAXED);
 	if (l->gpu != NULL && sl->n > 0) {
 		struct sk_error err;
 
 		if ((rc = sk__gpu_submit(l->gpu, b->slot, sl->images, sl->n,
 		    &b->device_images, &b->ready_event, &err)) != 0) {
-			pthread_mutex_lock(&l->mu);
-			fail_locked(l, rc, "%s", err.msg);
-			pthread_mutex_unlock(&l->mu);
-			wake_queues(l);
+			fail(l, rc, "%s", err.msg);
 			return rc;
 		}
 		b->dtype = l->cfg.dtype;
@@ -1719,8 +1721,6 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 		    (uint64_t)l->cfg.batch);
 	st->planned = (uint64_t)l->cfg.epochs * n;
 	pthread_mutex_unlock(&l->mu);
-	st->sample_bytes = __atomic_load_n(&l->st.sample_bytes,
-	    __ATOMIC_RELAXED);
 	st->bytes = __atomic_load_n(&l->bytes_read, __ATOMIC_RELAXED);
 	st->wall = (double)(now_ns() - l->open_ns) / 1e9;
 	st->io_busy = secs(&l->t_io_busy);
@@ -1761,17 +1761,8 @@ sk_loader_close(sk_loader *l)
 		return;
 	if (l->inited) {
 		pthread_mutex_lock(&l->mu);
-		__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
-		pthread_cond_broadcast(&l->cond_slot);
-		pthread_cond_broadcast(&l->cond_ready);
-		pthread_cond_broadcast(&l->cond_work);
-		pthread_cond_broadcast(&l->cond_plan);
+		stop_all_locked(l);
 		pthread_mutex_unlock(&l->mu);
-		for (i = 0; i < l->nqueues_inited; i++) {
-			pthread_mutex_lock(&l->queues[i].mu);
-			pthread_cond_broadcast(&l->queues[i].cond);
-			pthread_mutex_unlock(&l->queues[i].mu);
-		}
 	}
 	for (i = 0; i < l->nio_started; i++)
 		pthread_join(l->io[i].th, NULL);
@@ -1827,7 +1818,6 @@ sk_loader_close(sk_loader *l)
 		pthread_cond_destroy(&l->cond_slot);
 		pthread_cond_destroy(&l->cond_ready);
 		pthread_cond_destroy(&l->cond_work);
-		pthread_cond_destroy(&l->cond_plan);
 	}
 	l->h.magic = 0;
 	free(l);
