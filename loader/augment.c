@@ -401,13 +401,6 @@ emit_row(const uint8_t *row, int size, int y, enum sk_dtype dtype,
  * are padded to a multiple of it. */
 #define VCHUNK 16
 
-static inline uint8_t
-clip8(int32_t v)
-{
-	v >>= RS_BITS;
-	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
-}
-
 /*
  * One output row of the vertical pass: n rows of q (pst bytes apart, pst a
  * multiple of VCHUNK) times their weights k, rounded and clipped into
@@ -596,7 +589,7 @@ horiz_sse41(const uint8_t *row, const uint8_t *end, uint8_t *dst, int size,
 		}
 		acc = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(hi, 11), lo),
 		    _mm_set1_epi32(RS_HALF));
-		/* >> 22, then clamp to 0..255 as clip8 does. */
+		/* >> 22, then clamp to 0..255 as the scalar row does. */
 		acc = _mm_srai_epi32(acc, RS_BITS);
 		acc = _mm_packs_epi32(acc, acc);
 		acc = _mm_packus_epi16(acc, acc);
@@ -651,10 +644,10 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 	const uint8_t *row, *p;
 	const int32_t *k;
 	uint8_t *mid, *row8, *dst;
-	int32_t *acc, r, g, b;
+	int32_t *acc;
 	size_t sstride = (size_t)sw * 3;
 	vert_row_fn *vrow;
-	int y, xx, i, n, ylo, yhi, nrows, kmax, kp;
+	int y, n, ylo, yhi, nrows, kmax, kp;
 
 	ch.ksize = axis_ksize(ax);
 	cv.ksize = axis_ksize(ay);
@@ -712,31 +705,16 @@ resize(const uint8_t *src, int sw, int sh, const struct axis *ax,
 		row = src + (size_t)(ylo + y) * sstride;
 		dst = mid + (size_t)y * pst;
 #ifdef SK_HAVE_X86_KERNELS
-		if (have_sse41()) {
+		if (have_sse41())
 			horiz_sse41(row, src + (size_t)sh * sstride, dst, size,
 			    &ch, kp, (const int32_t *)(s->tmp + o_hw));
-			memset(dst + (size_t)size * 3, 0, pst - (size_t)size * 3);
-			continue;
-		}
+		else
 #endif
-		for (xx = 0; xx < size; xx++) {
-			k = ch.k + (size_t)xx * ch.ksize;
-			p = row + (size_t)ch.bounds[xx * 2] * 3;
-			n = ch.bounds[xx * 2 + 1];
-			r = g = b = RS_HALF;
-			for (i = 0; i < n; i++, p += 3) {
-				r += p[0] * k[i];
-				g += p[1] * k[i];
-				b += p[2] * k[i];
-			}
-			dst[0] = clip8(r);
-			dst[1] = clip8(g);
-			dst[2] = clip8(b);
-			dst += 3;
-		}
+			sk__resample_row_rgb(row, dst, size, ch.ksize,
+			    ch.bounds, ch.k);
 		/* The padding is read by the vertical chunks, never output;
 		 * zero it so no uninitialised byte is ever touched. */
-		memset(dst, 0, pst - (size_t)size * 3);
+		memset(dst + (size_t)size * 3, 0, pst - (size_t)size * 3);
 	}
 
 	/* Vertical: mid (nrows, size, 3) -> out row by row. */

@@ -879,34 +879,48 @@ clip8(int32_t v)
 	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
+/*
+ * One row of the horizontal pass, Pillow's integer arithmetic: output
+ * pixel x sums bounds[2x + 1] source pixels from bounds[2x] with the
+ * weights k[x * ksize ...]. Shared with the loader's resize (augment.c),
+ * whose SIMD kernels must give these very bytes.
+ */
+void
+sk__resample_row_rgb(const uint8_t *row, uint8_t *dst, int out, int ksize,
+    const int *bounds, const int32_t *k)
+{
+	const uint8_t *p;
+	const int32_t *kx;
+	int32_t r, g, b;
+	int x, i, n;
+
+	for (x = 0; x < out; x++) {
+		kx = k + (size_t)x * ksize;
+		p = row + (size_t)bounds[x * 2] * 3;
+		n = bounds[x * 2 + 1];
+		r = g = b = 1 << (RS_BITS - 1);
+		for (i = 0; i < n; i++, p += 3) {
+			r += p[0] * kx[i];
+			g += p[1] * kx[i];
+			b += p[2] * kx[i];
+		}
+		dst[0] = clip8(r);
+		dst[1] = clip8(g);
+		dst[2] = clip8(b);
+		dst += 3;
+	}
+}
+
 /* src (h, sw, 3) -> dst (h, dw, 3) */
 static void
 rs_horizontal(const uint8_t *src, int sw, int h, uint8_t *dst, int dw,
     const struct rs_coeffs *c)
 {
-	const uint8_t *row, *p;
-	const int32_t *k;
-	int32_t r, g, b;
-	int x, y, i, n;
+	int y;
 
-	for (y = 0; y < h; y++) {
-		row = src + (size_t)y * sw * 3;
-		for (x = 0; x < dw; x++) {
-			k = c->k + x * c->ksize;
-			p = row + (size_t)c->bounds[x * 2] * 3;
-			n = c->bounds[x * 2 + 1];
-			r = g = b = 1 << (RS_BITS - 1);
-			for (i = 0; i < n; i++, p += 3) {
-				r += p[0] * k[i];
-				g += p[1] * k[i];
-				b += p[2] * k[i];
-			}
-			dst[0] = clip8(r);
-			dst[1] = clip8(g);
-			dst[2] = clip8(b);
-			dst += 3;
-		}
-	}
+	for (y = 0; y < h; y++)
+		sk__resample_row_rgb(src + (size_t)y * sw * 3,
+		    dst + (size_t)y * dw * 3, dw, c->ksize, c->bounds, c->k);
 }
 
 /* src (sh, w, 3) -> dst (dh, w, 3) */

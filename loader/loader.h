@@ -108,6 +108,12 @@ struct sk__jpeg_region {
 	struct sk__box rbox;	/* box within the region, scaled */
 };
 
+/* One row of Pillow's bilinear horizontal pass in 22-bit fixed point
+ * (loader/image.c): out pixels from bounds (out, 2: first, count) and
+ * weights k (out, ksize). */
+void sk__resample_row_rgb(const uint8_t *row, uint8_t *dst, int out,
+    int ksize, const int *bounds, const int32_t *k);
+
 /* Header only: the size of the image. */
 int sk__jpeg_size(const void *data, size_t size, int *w, int *h,
     struct sk_error *err);
