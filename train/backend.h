@@ -1,0 +1,190 @@
+/*
+ * backend.h - the boundary between the model code and the kernels. A backend
+ * owns memory on its device and runs every layer's forward and backward and
+ * the optimizer updates. The fp32 CPU backend (train/cpu/) is the oracle;
+ * a CUDA backend fills in the same table with device pointers.
+ *
+ * Conventions, for every backend:
+ *  - pointers are device pointers of this backend, floats unless noted;
+ *  - forward passes overwrite their output;
+ *  - backward passes ACCUMULATE (+=) into every gradient they write: the
+ *    input gradient and the parameter gradients. The caller zeroes them
+ *    once per step. A NULL input gradient means "not needed";
+ *  - every pass is deterministic: same inputs, same thread count, same bits.
+ */
+#ifndef SK_TRAIN_BACKEND_H
+#define SK_TRAIN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A convolution: input (B,C,H,W), weight (K,C,R,S), output (B,K,P,Q). */
+struct conv_shape {
+	int B, C, H, W;
+	int K, R, S;
+	int stride, pad;
+	int P, Q;
+};
+
+/* A max pool: input (B,C,H,W), window k, output (B,C,P,Q). Padding is -inf
+ * (PyTorch's MaxPool2d). */
+struct pool_shape {
+	int B, C, H, W;
+	int k, stride, pad;
+	int P, Q;
+};
+
+struct backend {
+	const char *name;
+
+	/* ---- memory ---- */
+	void *(*alloc)(size_t bytes);		/* zero-filled, NULL on failure */
+	void (*free)(void *p);
+	void (*zero)(void *p, size_t bytes);
+	void (*copy)(void *dst, const void *src, size_t bytes);	/* dev->dev */
+	void (*to_device)(void *dst, const void *host, size_t bytes);
+	void (*to_host)(void *host, const void *src, size_t bytes);
+	void (*sync)(void);
+	/* Threads used by the CPU kernels and BLAS (0 = all cores). */
+	void (*set_threads)(int n);
+
+	/* ---- convolution (im2col + GEMM on the CPU) ---- */
+	/* Floats of scratch conv2d_forward/backward need for shape s. */
+	size_t (*conv2d_scratch)(const struct conv_shape *s);
+	/* out (B,K,P,Q) = conv(inp (B,C,H,W), w (K,C,R,S)) + bias (K) or NULL */
+	void (*conv2d_forward)(const struct conv_shape *s, float *out,
+	    const float *inp, const float *w, const float *bias,
+	    float *scratch);
+	/* dinp (B,C,H,W) or NULL, dw (K,C,R,S), dbias (K) or NULL */
+	void (*conv2d_backward)(const struct conv_shape *s, float *dinp,
+	    float *dw, float *dbias, const float *dout, const float *inp,
+	    const float *w, float *scratch);
+
+	/* ---- batch norm over (B,C,HW) ---- */
+	/*
+	 * training: normalise with the batch statistics, save mean and rstd
+	 * (C) for backward and, when update is set, move run_mean/run_var
+	 * toward the batch mean and the UNBIASED batch variance by momentum
+	 * (PyTorch). Not training: normalise with run_mean/run_var; mean and
+	 * rstd are not written.
+	 */
+	void (*batchnorm_forward)(int B, int C, int HW, float *out,
+	    const float *inp, const float *gamma, const float *beta,
+	    float *mean, float *rstd, float *run_mean, float *run_var,
+	    float momentum, float eps, int training, int update);
+	/* training-mode backward */
+	void (*batchnorm_backward)(int B, int C, int HW, float *dinp,
+	    float *dgamma, float *dbeta, const float *dout, const float *inp,
+	    const float *gamma, const float *mean, const float *rstd);
+
+	/* ---- elementwise ---- */
+	void (*relu_forward)(float *out, const float *inp, size_t n);
+	/* uses the forward output: dinp += dout where out > 0 */
+	void (*relu_backward)(float *dinp, const float *dout, const float *out,
+	    size_t n);
+	void (*add_forward)(float *out, const float *a, const float *b,
+	    size_t n);
+	/* da += dout, db += dout (either may be NULL) */
+	void (*add_backward)(float *da, float *db, const float *dout,
+	    size_t n);
+	/* GELU with the exact erf: x/2 (1 + erf(x/sqrt 2)) */
+	void (*gelu_forward)(float *out, const float *inp, size_t n);
+	void (*gelu_backward)(float *dinp, const float *dout, const float *inp,
+	    size_t n);
+
+	/* ---- pooling ---- */
+	/* idx (B,C,P,Q) records the argmax's offset within its (H,W) plane */
+	void (*maxpool_forward)(const struct pool_shape *s, float *out,
+	    int32_t *idx, const float *inp);
+	void (*maxpool_backward)(const struct pool_shape *s, float *dinp,
+	    const float *dout, const int32_t *idx);
+	/* global average: inp (B,C,HW) -> out (B,C) */
+	void (*avgpool_forward)(int B, int C, int HW, float *out,
+	    const float *inp);
+	void (*avgpool_backward)(int B, int C, int HW, float *dinp,
+	    const float *dout);
+
+	/* ---- linear ---- */
+	/* out (M,N) = inp (M,K) . w (N,K)^T + bias (N) or NULL */
+	void (*matmul_forward)(float *out, const float *inp, const float *w,
+	    const float *bias, int M, int K, int N);
+	/* dinp (M,K) or NULL, dw (N,K), dbias (N) or NULL */
+	void (*matmul_backward)(float *dinp, float *dw, float *dbias,
+	    const float *dout, const float *inp, const float *w,
+	    int M, int K, int N);
+
+	/* ---- layer norm over the last dimension C of (M,C) ---- */
+	/* saves mean (M) and rstd (M) */
+	void (*layernorm_forward)(float *out, float *mean, float *rstd,
+	    const float *inp, const float *gamma, const float *beta,
+	    int M, int C, float eps);
+	void (*layernorm_backward)(float *dinp, float *dgamma, float *dbeta,
+	    const float *dout, const float *inp, const float *gamma,
+	    const float *mean, const float *rstd, int M, int C);
+
+	/* ---- multi-head self-attention, no mask ---- */
+	/*
+	 * qkv (B,T,3C): q = [..., 0:C], k = [..., C:2C], v = [..., 2C:3C],
+	 * head h at columns h*C/NH .. (h+1)*C/NH of each (timm's layout).
+	 * att (B,NH,T,T) keeps softmax(q k^T / sqrt(C/NH)); out (B,T,C).
+	 */
+	void (*attention_forward)(float *out, float *att, const float *qkv,
+	    int B, int T, int C, int NH);
+	/* Floats of scratch attention_backward needs. */
+	size_t (*attention_scratch)(int B, int T, int C, int NH);
+	void (*attention_backward)(float *dqkv, float *scratch,
+	    const float *dout, const float *qkv, const float *att,
+	    int B, int T, int C, int NH);
+
+	/* ---- ViT embedding ---- */
+	/*
+	 * img (B,C,H,W) -> out (B, T=(H/p)(W/p), C*p*p): row t = patch
+	 * (t / (W/p), t % (W/p)), columns in (c, kh, kw) order, so a conv
+	 * weight (D,C,p,p) is a matmul weight (D, C*p*p).
+	 */
+	void (*patchify_forward)(float *out, const float *img, int B, int C,
+	    int H, int W, int p);
+	void (*patchify_backward)(float *dimg, const float *dout, int B, int C,
+	    int H, int W, int p);
+	/* out (B,T+1,C): row 0 = cls (C), rows 1.. = x (B,T,C); plus pos (T+1,C) */
+	void (*tokens_forward)(float *out, const float *x, const float *cls,
+	    const float *pos, int B, int T, int C);
+	/* dx or NULL, dcls, dpos */
+	void (*tokens_backward)(float *dx, float *dcls, float *dpos,
+	    const float *dout, int B, int T, int C);
+	/* out (B,C) = inp (B,T,C) row 0 of each sample */
+	void (*token0_forward)(float *out, const float *inp, int B, int T,
+	    int C);
+	void (*token0_backward)(float *dinp, const float *dout, int B, int T,
+	    int C);
+
+	/* ---- loss ---- */
+	/*
+	 * Softmax cross-entropy with label smoothing eps (PyTorch):
+	 * loss_i = (1-eps)(-log p_i,y) + eps * mean_k(-log p_i,k).
+	 * losses (B) per sample, probs (B,K) kept for backward.
+	 */
+	void (*xent_forward)(float *losses, float *probs, const float *logits,
+	    const int32_t *labels, int B, int K, float smoothing);
+	/* dlogits += scale * (probs - target) */
+	void (*xent_backward)(float *dlogits, const float *probs,
+	    const int32_t *labels, int B, int K, float smoothing, float scale);
+
+	/* ---- optimizer updates (PyTorch semantics) ---- */
+	/* SGD: g' = g + wd p; buf = momentum buf + g'; p -= lr (nesterov ?
+	 * g' + momentum buf : buf). buf starts at zero. */
+	void (*sgd_step)(float *p, const float *g, float *buf, size_t n,
+	    float lr, float momentum, float wd, int nesterov);
+	/* AdamW: p *= 1 - lr wd; m, v moments; step t counts from 1. */
+	void (*adamw_step)(float *p, const float *g, float *m, float *v,
+	    size_t n, float lr, float beta1, float beta2, float eps, float wd,
+	    int t);
+	/* sum of squares, accumulated in double */
+	double (*sumsq)(const float *x, size_t n);
+	void (*scale)(float *x, size_t n, float s);
+};
+
+/* The fp32 CPU backend: OpenBLAS GEMMs, OpenMP elsewhere. */
+const struct backend *backend_cpu(void);
+
+#endif /* SK_TRAIN_BACKEND_H */

@@ -1,0 +1,95 @@
+/*
+ * cpu.h - the fp32 CPU backend's kernels, one family per file: conv.c,
+ * pool.c, batchnorm.c, eltwise.c, matmul.c, layernorm.c, attention.c,
+ * embed.c, loss.c, update.c. cpu.c holds memory, threads and the table.
+ * Each kernel has the contract written next to its slot in backend.h.
+ */
+#ifndef SK_TRAIN_CPU_H
+#define SK_TRAIN_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+/* Below this many elements a loop runs on one thread: waking the team
+ * costs more than the work, and a team member the loader's threads have
+ * pushed off a core stalls the whole loop. */
+#define CPU_PAR_MIN	32768
+
+/* Threads the kernels may use (OpenMP and OpenBLAS agree on it). */
+int cpu_threads(void);
+
+/* Every GEMM goes through here: cblas_sgemm, timed, so a run can report
+ * how much of its step time BLAS took. */
+void cpu_sgemm(int order, int transa, int transb, int M, int N, int K,
+    float alpha, const float *A, int lda, const float *B, int ldb,
+    float beta, float *C, int ldc);
+/* Seconds of the whole thread team's time spent in cpu_sgemm since the
+ * process started, divided by the team's size: comparable with wall time. */
+double cpu_gemm_seconds(void);
+
+size_t cpu_conv2d_scratch(const struct conv_shape *s);
+void cpu_conv2d_forward(const struct conv_shape *s, float *out, const float
+    *inp, const float *w, const float *bias, float *scratch);
+void cpu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
+    float *dbias, const float *dout, const float *inp, const float *w, float
+    *scratch);
+void cpu_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
+    const float *gamma, const float *beta, float *mean, float *rstd, float
+    *run_mean, float *run_var, float momentum, float eps, int training, int
+    update);
+void cpu_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
+    float *dbeta, const float *dout, const float *inp, const float *gamma,
+    const float *mean, const float *rstd);
+void cpu_relu_forward(float *out, const float *inp, size_t n);
+void cpu_relu_backward(float *dinp, const float *dout, const float *out,
+    size_t n);
+void cpu_add_forward(float *out, const float *a, const float *b, size_t n);
+void cpu_add_backward(float *da, float *db, const float *dout, size_t n);
+void cpu_gelu_forward(float *out, const float *inp, size_t n);
+void cpu_gelu_backward(float *dinp, const float *dout, const float *inp,
+    size_t n);
+void cpu_maxpool_forward(const struct pool_shape *s, float *out, int32_t *idx,
+    const float *inp);
+void cpu_maxpool_backward(const struct pool_shape *s, float *dinp, const float
+    *dout, const int32_t *idx);
+void cpu_avgpool_forward(int B, int C, int HW, float *out, const float *inp);
+void cpu_avgpool_backward(int B, int C, int HW, float *dinp, const float
+    *dout);
+void cpu_matmul_forward(float *out, const float *inp, const float *w, const
+    float *bias, int M, int K, int N);
+void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float
+    *dout, const float *inp, const float *w, int M, int K, int N);
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float
+    *inp, const float *gamma, const float *beta, int M, int C, float eps);
+void cpu_layernorm_backward(float *dinp, float *dgamma, float *dbeta, const
+    float *dout, const float *inp, const float *gamma, const float *mean,
+    const float *rstd, int M, int C);
+void cpu_attention_forward(float *out, float *att, const float *qkv, int B,
+    int T, int C, int NH);
+size_t cpu_attention_scratch(int B, int T, int C, int NH);
+void cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
+    const float *qkv, const float *att, int B, int T, int C, int NH);
+void cpu_patchify_forward(float *out, const float *img, int B, int C, int H,
+    int W, int p);
+void cpu_patchify_backward(float *dimg, const float *dout, int B, int C, int
+    H, int W, int p);
+void cpu_tokens_forward(float *out, const float *x, const float *cls, const
+    float *pos, int B, int T, int C);
+void cpu_tokens_backward(float *dx, float *dcls, float *dpos, const float
+    *dout, int B, int T, int C);
+void cpu_token0_forward(float *out, const float *inp, int B, int T, int C);
+void cpu_token0_backward(float *dinp, const float *dout, int B, int T, int C);
+void cpu_xent_forward(float *losses, float *probs, const float *logits, const
+    int32_t *labels, int B, int K, float smoothing);
+void cpu_xent_backward(float *dlogits, const float *probs, const int32_t
+    *labels, int B, int K, float smoothing, float scale);
+void cpu_sgd_step(float *p, const float *g, float *buf, size_t n, float lr,
+    float momentum, float wd, int nesterov);
+void cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n,
+    float lr, float beta1, float beta2, float eps, float wd, int t);
+double cpu_sumsq(const float *x, size_t n);
+void cpu_scale(float *x, size_t n, float s);
+
+#endif /* SK_TRAIN_CPU_H */
