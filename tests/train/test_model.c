@@ -1,0 +1,248 @@
+/*
+ * test_model.c - the model zoo's sizes against the published counts, the
+ * names and errors of the model table, and activation checkpointing
+ * giving the same gradients as keeping every activation.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "comm.h"
+#include "model.h"
+#include "strategy.h"
+
+static void
+build(struct model *m, const char *name, int size, int classes)
+{
+	struct model_config cfg;
+	char err[512];
+
+	if (model_config_from_name(&cfg, name, size, classes, err,
+	    sizeof(err)) != 0)
+		t_fail(__FILE__, __LINE__, "%s: %s", name, err);
+	if (model_build(m, &cfg, err, sizeof(err)) != 0)
+		t_fail(__FILE__, __LINE__, "%s: %s", name, err);
+}
+
+/* Published sizes at 224x224 and 1000 classes: torchvision's model table
+ * (ResNets: params, GFLOPS counted as multiply-adds) and timm/torchvision
+ * for the ViTs (ViT-L/16 304.33M, 61.55 GMACs; ViT-H/14 632.05M, 167.29). */
+TEST(model_published_counts)
+{
+	static const struct {
+		const char *name;
+		uint64_t params;
+		double gmacs;
+	} want[] = {
+		{ "resnet18", 11689512, 1.814 },
+		{ "resnet34", 21797672, 3.664 },
+		{ "resnet50", 25557032, 4.089 },
+		{ "resnet101", 44549160, 7.801 },
+		{ "resnet152", 60192808, 11.514 },
+		{ "vit-b16", 86567656, 17.564 },
+		{ "vit-l16", 304326632, 61.555 },
+		{ "vit-h14", 632045800, 167.295 },
+		{ "vit-g14", 1012611432, 267.031 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		struct model m;
+		double g;
+
+		build(&m, want[i].name, 224, 1000);
+		g = model_forward_macs(&m) / 1e9;
+		t_diag("%-9s %11llu params  %8.3f GMACs", want[i].name,
+		    (unsigned long long)model_param_count(&m), g);
+		CHECK_EQ_INT(model_param_count(&m), want[i].params);
+		CHECK(fabs(g - want[i].gmacs) < 0.0015);
+		model_free(&m);
+	}
+}
+
+TEST(model_names_and_shapes)
+{
+	struct model_config cfg;
+	struct model m;
+	char err[512];
+	int p;
+
+	CHECK(model_config_from_name(&cfg, "resnet51", 224, 10, err,
+	    sizeof(err)) == -1);
+	CHECK_CONTAINS(err, "unknown model 'resnet51'");
+	CHECK_CONTAINS(err, "vit-l16");
+	CHECK(model_config_from_name(&cfg, "vit-x16", 224, 10, err,
+	    sizeof(err)) == -1);
+	CHECK(model_config_from_name(&cfg, "vit-l", 224, 10, err,
+	    sizeof(err)) == -1);
+	/* g and G are different models */
+	CHECK(model_config_from_name(&cfg, "vit-G14", 224, 10, err,
+	    sizeof(err)) == 0);
+	CHECK_EQ_INT(cfg.dim, 1664);
+	CHECK_EQ_INT(cfg.mlp, 8192);
+	CHECK(model_config_from_name(&cfg, "vit-g14", 224, 10, err,
+	    sizeof(err)) == 0);
+	CHECK_EQ_INT(cfg.dim, 1408);
+	CHECK_EQ_INT(cfg.layers, 40);
+
+	/* the patch must divide the image */
+	CHECK(model_config_from_name(&cfg, "vit-ti16", 100, 10, err,
+	    sizeof(err)) == 0);
+	CHECK(model_build(&m, &cfg, err, sizeof(err)) == -1);
+	CHECK_CONTAINS(err, "not a multiple");
+	/* padding keeps every ResNet feature map at least 1x1, as in
+	 * torchvision: even an 8x8 input builds */
+	CHECK(model_config_from_name(&cfg, "resnet50", 8, 10, err,
+	    sizeof(err)) == 0);
+	CHECK(model_build(&m, &cfg, err, sizeof(err)) == 0);
+	model_free(&m);
+
+	/* PyTorch names and shapes */
+	build(&m, "resnet50", 64, 10);
+	p = model_find_param(&m, "layer2.0.downsample.0.weight");
+	CHECK(p >= 0);
+	CHECK_EQ_INT(m.params[p].shape[0], 512);
+	CHECK_EQ_INT(m.params[p].shape[1], 256);
+	p = model_find_param(&m, "layer2.0.conv2.weight");	/* v1.5 stride */
+	CHECK(p >= 0);
+	CHECK_EQ_INT(m.params[p].shape[2], 3);
+	CHECK(model_find_buffer(&m, "layer4.2.bn3.running_var") >= 0);
+	CHECK(!m.params[model_find_param(&m, "bn1.weight")].decay);
+	CHECK(m.params[model_find_param(&m, "fc.weight")].decay);
+	CHECK(!m.params[model_find_param(&m, "fc.bias")].decay);
+	model_free(&m);
+	build(&m, "vit-ti4", 32, 10);
+	p = model_find_param(&m, "pos_embed");
+	CHECK(p >= 0);
+	CHECK_EQ_INT(m.params[p].shape[1], 65);
+	CHECK(!m.params[p].decay);
+	CHECK(!m.params[model_find_param(&m, "cls_token")].decay);
+	CHECK(m.params[model_find_param(&m, "blocks.11.attn.qkv.weight")].decay);
+	CHECK_EQ_INT(m.nblocks, 14);
+	model_free(&m);
+}
+
+/* Blocks tile the flat vector in order; parameters tile their block. */
+TEST(model_layout)
+{
+	struct model m;
+	size_t off = 0;
+	int b, i;
+
+	build(&m, "resnet18", 32, 10);
+	for (b = 0; b < m.nblocks; b++) {
+		size_t in = 0;
+
+		CHECK_EQ_INT(m.blocks[b].off, off);
+		for (i = 0; i < m.blocks[b].nparams; i++) {
+			const struct param *p = &m.params[m.blocks[b].first_param + i];
+
+			CHECK_EQ_INT(p->block, b);
+			CHECK_EQ_INT(p->off, in);
+			in += p->numel;
+		}
+		CHECK_EQ_INT(in, m.blocks[b].numel);
+		off += m.blocks[b].numel;
+	}
+	CHECK_EQ_INT(off, m.nflat);
+	model_free(&m);
+}
+
+/* A small variant of a named model. */
+static struct model_config
+small(const char *name, int size)
+{
+	struct model_config cfg;
+	char err[512];
+
+	if (model_config_from_name(&cfg, name, size, 10, err, sizeof(err)))
+		t_fail(__FILE__, __LINE__, "%s", err);
+	if (cfg.family == MODEL_VIT) {
+		cfg.dim = 32, cfg.layers = 3, cfg.heads = 2, cfg.mlp = 64;
+	} else {
+		cfg.width = 0.125f;
+	}
+	return cfg;
+}
+
+/* Forward + backward once; the gradients (malloc'd) and the loss. */
+static float *
+grads(const struct model_config *cfg, int checkpoint, float *loss, size_t *n,
+    size_t *act_bytes)
+{
+	struct model m;
+	struct strategy *s;
+	struct comm *c;
+	char err[512];
+	const int B = 3, size = cfg->image_size;
+	float *x, *g;
+	int32_t y[3] = { 1, 7, 3 };
+	size_t i, nx;
+
+	if (model_build(&m, cfg, err, sizeof(err)) != 0 ||
+	    model_alloc(&m, backend_cpu(), B, checkpoint, err,
+	    sizeof(err)) != 0)
+		t_fail(__FILE__, __LINE__, "%s", err);
+	c = comm_open(NULL, NULL, err, sizeof(err));
+	CHECK(c != NULL);
+	s = strategy_open(STRATEGY_SINGLE, &m, c, 7, 0, err, sizeof(err));
+	if (s == NULL)
+		t_fail(__FILE__, __LINE__, "%s", err);
+	nx = (size_t)B * 3 * size * size;
+	x = malloc(nx * sizeof(float));
+	g = malloc(m.nflat * sizeof(float));
+	CHECK(x != NULL && g != NULL);
+	for (i = 0; i < nx; i++)
+		x[i] = (float)sin(0.37 * i);
+	strategy_begin_step(s);
+	*loss = model_forward(&m, B, x, y, 0.1f, 1, strategy_hooks(s));
+	model_backward(&m, B, 0.1f, 1.0f, strategy_hooks(s));
+	strategy_end_backward(s);
+	for (i = 0; i < (size_t)m.nblocks; i++)
+		memcpy(g + m.blocks[i].off, m.bgrads[i],
+		    m.blocks[i].numel * sizeof(float));
+	*n = m.nflat;
+	*act_bytes = m.act_bytes;
+	free(x);
+	strategy_close(s);
+	comm_close(c);
+	model_free(&m);
+	return g;
+}
+
+static void
+check_checkpointing(const char *name, int size)
+{
+	struct model_config cfg = small(name, size);
+	size_t na, nb, ma, mb, i;
+	float la, lb, *a, *b;
+	double gmax = 0;
+
+	a = grads(&cfg, 0, &la, &na, &ma);
+	b = grads(&cfg, 1, &lb, &nb, &mb);
+	CHECK_EQ_INT(na, nb);
+	for (i = 0; i < na; i++)
+		gmax = fmax(gmax, fabs(a[i]));
+	t_diag("%s: loss %.6f, max |grad| %.3g, activations %.2f MiB kept, "
+	    "%.2f MiB with checkpointing", name, la, gmax, ma / 1048576.0,
+	    mb / 1048576.0);
+	CHECK(isfinite(la));
+	CHECK(gmax > 0);
+	CHECK(la == lb);
+	CHECK_MEM_EQ(a, b, na * sizeof(float));
+	CHECK(mb < ma);
+	free(a);
+	free(b);
+}
+
+TEST(model_checkpointing_same_grads_vit)
+{
+	check_checkpointing("vit-ti4", 16);
+}
+
+TEST(model_checkpointing_same_grads_resnet)
+{
+	check_checkpointing("resnet50", 32);
+}
