@@ -2,7 +2,8 @@
 # help-man.sh - every long option in "shardtool CMD --help" appears in
 # shardtool(1) (curl's test1139), every command has a --help that exits 0,
 # and mandoc -Tlint finds nothing above STYLE in the man pages; the same
-# for "shardload --help" and shardload(1), and shardkit(3) lints clean.
+# for "shardload --help" and shardload(1), and for "shardtrain --help" and
+# "shardtrain report --help" and shardtrain(1); shardkit(3) lints clean.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 
@@ -109,4 +110,57 @@ if [ -s "$T/sllint.bad" ]; then
 	fail "mandoc -Tlint reports the messages above"
 fi
 mandoc -Tascii "$lib_man" >/dev/null || fail "mandoc cannot render $lib_man"
+# shardtrain: its --help (and report's) against shardtrain(1), which lints
+# clean.
+: "${SHARDTRAIN:?SHARDTRAIN is not set; run the test through make check}"
+stn_man="$top_srcdir/man/shardtrain.1"
+[ -f "$stn_man" ] || fail "$stn_man does not exist"
+[ -x "$SHARDTRAIN" ] || fail "$SHARDTRAIN is not built"
+
+say "shardtrain --help, --version and report --help exit 0; a bad option exits 2"
+run_rc 0 stnhelp "$SHARDTRAIN" --help
+has stnhelp.out "usage: shardtrain"
+run_rc 0 stnversion "$SHARDTRAIN" --version
+has stnversion.out "shardtrain"
+run_rc 0 stnrephelp "$SHARDTRAIN" report --help
+has stnrephelp.out "usage: shardtrain report"
+run_rc 2 stnbad "$SHARDTRAIN" --no-such-option
+has stnbad.err "usage:"
+run_rc 2 stnrepbad "$SHARDTRAIN" report --no-such-option
+has stnrepbad.err "usage:"
+for tag in stnhelp stnversion stnrephelp stnbad stnrepbad; do
+	no_sanitizer_report "$tag"
+done
+
+say "every command and long option of shardtrain --help is in shardtrain.1"
+mandoc -Tascii -O width=200 "$stn_man" | sed 's/.\x08//g' >"$T/stnman.txt" ||
+    fail "mandoc cannot render $stn_man"
+missing=
+for c in info report mpirun; do
+	grep -qw -- "$c" "$T/stnman.txt" || missing="$missing $c(command)"
+done
+stnopts=$(cat "$T/stnhelp.out" "$T/stnrephelp.out" |
+    grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
+[ "$(echo "$stnopts" | wc -w)" -ge 35 ] ||
+    fail "shardtrain --help shows only these options: $stnopts"
+for o in $stnopts; do
+	grep -q -- "$o\([^a-z0-9-]\|$\)" "$T/stnman.txt" || missing="$missing $o"
+done
+# What the page must name besides the options: the launcher variables,
+# the sections and the JSON layout's top level.
+for w in OMP_NUM_THREADS OMPI_COMM_WORLD_SIZE PMI_SIZE SLURM_NTASKS \
+    STRATEGIES CHECKPOINTS images_per_s wait_share loader_ips compute_ips; do
+	grep -qw -- "$w" "$T/stnman.txt" || missing="$missing $w"
+done
+[ -z "$missing" ] || fail "not in shardtrain.1:$missing"
+
+say "mandoc -Tlint: no messages above STYLE in shardtrain.1"
+set +e
+mandoc -Tlint "$stn_man" >"$T/stnlint" 2>&1
+set -e
+grep -E ': (WARNING|ERROR|UNSUPP|BADARG): ' "$T/stnlint" >"$T/stnlint.bad" || true
+if [ -s "$T/stnlint.bad" ]; then
+	cat "$T/stnlint.bad" >&2
+	fail "mandoc -Tlint reports the messages above"
+fi
 echo "PASS: help-man"

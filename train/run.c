@@ -1,0 +1,879 @@
+/*
+ * run.c - one training run: data from the loader (or synthetic), the model
+ * through the strategy and the optimizer, every step timed by stage, then
+ * the two ceilings (compute alone on synthetic data, the loader alone) that
+ * frame the verdict.
+ *
+ * Every rank runs this same code. Anything that decides control flow (the
+ * loss, the step count, a failure) is agreed across ranks first, so ranks
+ * never wait on a collective another rank has left.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "cpu/cpu.h"
+#include "train.h"
+
+/* An epoch of synthetic data: CIFAR-10's training set. */
+#define SYNTHETIC_EPOCH 50000
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void
+sleep_until(double t)
+{
+	double d = t - now();
+	struct timespec ts;
+
+	if (d <= 0)
+		return;
+	ts.tv_sec = (time_t)d;
+	ts.tv_nsec = (long)((d - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ------------------------------------------------------------------------ */
+/* data: the loader, or synthetic batches                                   */
+
+struct data {
+	const struct train_config *cfg;
+	int rank, world, local;		/* local batch */
+	int synthetic;
+	sk_loader *l;
+	struct sk_batch b;
+	int holding;
+	int classes;
+	/* synthetic */
+	float *x;
+	int32_t *y;
+	long next;			/* global step of the next batch */
+	long per_epoch;			/* batches per epoch */
+	int epoch;			/* of the next batch */
+	long index;
+	/* throttle */
+	int unthrottled;
+	double t0;
+	uint64_t delivered;
+};
+
+struct data_batch {
+	const float *x;
+	const int32_t *y;
+	int n, epoch;
+	long index;
+	const char *const *keys;
+};
+
+static uint64_t
+mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/*
+ * Synthetic sample g of the run: pixels uniform in [-2, 2) and a label,
+ * from (seed, g) only, so a rank's share of a global batch does not depend
+ * on the world size (DDP on N ranks sees what one rank sees).
+ */
+static void
+synth_sample(uint64_t seed, uint64_t g, int classes, float *x, size_t n,
+    int32_t *y)
+{
+	uint64_t s = mix64(seed * 0x9e3779b97f4a7c15ULL + g + 1);
+	size_t i;
+
+	*y = (int32_t)(mix64(s) % (uint64_t)classes);
+	for (i = 0; i < n; i++) {
+		s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+		x[i] = (float)((s >> 40) * (4.0 / 16777216.0) - 2.0);
+	}
+}
+
+static int
+data_open(struct data *d, const struct train_config *cfg, int rank, int world,
+    int epoch, long batch, long epochs, int synthetic, char *err,
+    size_t errlen)
+{
+	struct sk_loader_config lc = cfg->loader;
+	struct sk_loader_stats st;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	d->cfg = cfg;
+	d->rank = rank;
+	d->world = world;
+	d->local = cfg->batch / world;
+	d->classes = cfg->model.num_classes;
+	d->synthetic = synthetic;
+	d->epoch = epoch;
+	d->index = batch;
+	/* a throttled source delivers at its rate from the moment it is
+	 * opened, so its start-up time is inside the budget */
+	d->t0 = now();
+	if (synthetic) {
+		size_t n = (size_t)d->local * 3 * cfg->model.image_size *
+		    cfg->model.image_size;
+
+		d->per_epoch = (SYNTHETIC_EPOCH + cfg->batch - 1) / cfg->batch;
+		d->next = (long)epoch * d->per_epoch + batch;
+		d->x = malloc(n * sizeof(float));
+		d->y = malloc((size_t)d->local * sizeof(int32_t));
+		if (d->x == NULL || d->y == NULL) {
+			snprintf(err, errlen, "out of memory for a synthetic "
+			    "batch of %d", d->local);
+			return -1;
+		}
+		return 0;
+	}
+	lc.batch = d->local;
+	lc.rank = rank;
+	lc.world = world;
+	lc.epoch = epoch;
+	lc.epochs = (int)(epochs > 0 ? epochs : 1);
+	lc.resume_batch = (int)batch;
+	lc.seed = cfg->seed;
+	lc.image_size = cfg->model.image_size;
+	lc.dtype = SK_DTYPE_F32;
+	lc.layout = SK_LAYOUT_NCHW;
+	rc = sk_loader_open(&d->l, &lc);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", cfg->data,
+		    d->l ? sk_errmsg(d->l) : sk_strerror(rc));
+		sk_loader_close(d->l);
+		d->l = NULL;
+		return -1;
+	}
+	sk_loader_stats(d->l, &st);
+	d->per_epoch = st.batches_per_epoch;
+	return 0;
+}
+
+/* Batches per epoch of a loader config, without streaming anything. */
+static long
+data_batches_per_epoch(const struct train_config *cfg, int rank, int world,
+    int synthetic, char *err, size_t errlen)
+{
+	struct data d;
+	long n;
+
+	if (synthetic)
+		return (SYNTHETIC_EPOCH + cfg->batch - 1) / cfg->batch;
+	if (data_open(&d, cfg, rank, world, 0, 0, 1, 0, err, errlen) != 0)
+		return -1;
+	n = d.per_epoch;
+	sk_loader_close(d.l);
+	return n;
+}
+
+static void
+data_close(struct data *d)
+{
+	if (d->l) {
+		if (d->holding)
+			sk_loader_release(d->l, &d->b);
+		sk_loader_close(d->l);
+	}
+	free(d->x);
+	free(d->y);
+	memset(d, 0, sizeof(*d));
+}
+
+static void
+throttle(struct data *d, int n)
+{
+	double rate = d->cfg->throttle / d->world;
+
+	if (rate <= 0 || d->unthrottled)
+		return;
+	d->delivered += (uint64_t)n;
+	sleep_until(d->t0 + (double)d->delivered / rate);
+}
+
+/* 0 with a batch, 1 at the end of the data, -1 on error. */
+static int
+data_next(struct data *d, struct data_batch *out, char *err, size_t errlen)
+{
+	int i, rc;
+
+	if (d->synthetic) {
+		size_t per = (size_t)3 * d->cfg->model.image_size *
+		    d->cfg->model.image_size;
+		uint64_t g0 = (uint64_t)d->next * d->cfg->batch +
+		    (uint64_t)d->rank * d->local;
+
+		for (i = 0; i < d->local; i++)
+			synth_sample(d->cfg->seed, g0 + i, d->classes,
+			    d->x + per * i, per, &d->y[i]);
+		out->x = d->x;
+		out->y = d->y;
+		out->n = d->local;
+		out->epoch = (int)(d->next / d->per_epoch);
+		out->index = d->next % d->per_epoch;
+		out->keys = NULL;
+		d->next++;
+		throttle(d, out->n);
+		return 0;
+	}
+	rc = sk_loader_next(d->l, &d->b);
+	if (rc == 0)
+		return 1;	/* the epochs are done */
+	if (rc < 0) {
+		snprintf(err, errlen, "%s", sk_errmsg(d->l));
+		return -1;
+	}
+	d->holding = 1;
+	for (i = 0; i < d->b.n; i++)
+		if (d->b.labels[i] < 0 || d->b.labels[i] >= d->classes) {
+			snprintf(err, errlen, "sample '%s' has label %d, outside "
+			    "[0, %d): set --classes to the data set's class "
+			    "count", d->b.keys[i], d->b.labels[i], d->classes);
+			return -1;
+		}
+	out->x = d->b.images;
+	out->y = d->b.labels;
+	out->n = d->b.n;
+	out->epoch = d->b.epoch;
+	out->index = (long)d->b.index;
+	out->keys = d->b.keys;
+	throttle(d, out->n);
+	return 0;
+}
+
+/* What the loader skipped, and which of its stages was the busiest. */
+static void
+loader_summary(struct data *d, struct run_result *res)
+{
+	struct sk_loader_stats st;
+	double dec, io;
+
+	if (sk_loader_stats(d->l, &st) < 0)
+		return;
+	res->skipped = st.skipped_total;
+	dec = st.workers > 0 && st.wall > 0 ? st.decode_busy /
+	    (st.workers * st.wall) : 0;
+	io = st.io_streams > 0 && st.wall > 0 ? st.io_busy /
+	    (st.io_streams * st.wall) : 0;
+	snprintf(res->bound_stage, sizeof(res->bound_stage), "%s",
+	    dec >= io ? "decode" : "io");
+}
+
+static void
+data_release(struct data *d)
+{
+	if (d->l && d->holding) {
+		sk_loader_release(d->l, &d->b);
+		d->holding = 0;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* the run                                                                  */
+
+struct run {
+	const struct train_config *cfg;
+	struct comm *c;
+	int rank, world, local;
+	struct model m;
+	struct strategy *s;
+	struct optim *o;
+	struct optim_config oc;		/* with the run's total steps */
+	const struct backend *be;
+	int synthetic;
+	FILE *losses;
+	char err[8400];
+};
+
+static void
+say(const struct run *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->rank != 0 || r->cfg->quiet)
+		return;
+	va_start(ap, fmt);
+	fprintf(stderr, "shardtrain: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/*
+ * Agree on failure: every rank passes whether it failed; all learn whether
+ * any did. The first failing rank's message is what rank 0 prints (each
+ * failing rank prints its own, labelled, when world > 1).
+ */
+static int
+any_failed(struct run *r, int failed)
+{
+	double v = failed ? 1 : 0;
+
+	comm_sum_double(r->c, &v, 1);
+	if (failed) {
+		if (r->world > 1)
+			fprintf(stderr, "shardtrain: rank %d: %s\n", r->rank,
+			    r->err);
+		else
+			fprintf(stderr, "shardtrain: %s\n", r->err);
+	}
+	return v > 0;
+}
+
+/* Each config field that must agree across ranks, compared one by one so
+ * the message names the field. */
+static int
+check_config(struct run *r)
+{
+	const struct train_config *cfg = r->cfg;
+	char v[64][160];
+	const char *names[64];
+	int n = 0, i, bad;
+
+#define FIELD(name, ...) do {						\
+	names[n] = (name);						\
+	memset(v[n], 0, sizeof(v[n]));					\
+	snprintf(v[n], sizeof(v[n]), __VA_ARGS__);			\
+	n++;								\
+} while (0)
+	FIELD("--model", "%s", cfg->model.name);
+	FIELD("--width", "%g", (double)cfg->model.width);
+	FIELD("--dim/--depth/--heads/--mlp", "%d %d %d %d", cfg->model.dim,
+	    cfg->model.layers, cfg->model.heads, cfg->model.mlp);
+	FIELD("--image-size", "%d", cfg->model.image_size);
+	FIELD("--classes", "%d", cfg->model.num_classes);
+	FIELD("--backend", "%s", cfg->backend);
+	FIELD("--strategy", "%d", (int)cfg->strategy);
+	FIELD("--batch", "%d", cfg->batch);
+	FIELD("--data", "%.150s", cfg->data);
+	FIELD("--epochs", "%d", cfg->epochs);
+	FIELD("--steps", "%ld", cfg->steps);
+	FIELD("--optimizer", "%d", (int)cfg->optim.kind);
+	FIELD("--lr", "%a", (double)cfg->optim.lr);
+	FIELD("--momentum", "%a", (double)cfg->optim.momentum);
+	FIELD("--no-nesterov", "%d", cfg->optim.nesterov);
+	FIELD("--weight-decay", "%a", (double)cfg->optim.weight_decay);
+	FIELD("--warmup", "%ld", cfg->optim.warmup);
+	FIELD("--clip", "%a", (double)cfg->optim.clip);
+	FIELD("--label-smoothing", "%a", (double)cfg->label_smoothing);
+	FIELD("--seed", "%" PRIu64, cfg->seed);
+	FIELD("--checkpoint-activations", "%d", cfg->checkpoint_activations);
+	FIELD("--shuffle", "%d", cfg->loader.shuffle);
+	FIELD("--crop", "%d", (int)cfg->loader.crop);
+	FIELD("--throttle", "%a", cfg->throttle);
+	FIELD("--checkpoint-dir", "%.150s", cfg->checkpoint_dir);
+	FIELD("--ceiling-steps", "%ld", cfg->ceiling_steps);
+#undef FIELD
+	for (i = 0; i < n; i++) {
+		bad = comm_first_mismatch(r->c, v[i], sizeof(v[i]));
+		if (bad >= 0) {
+			if (r->rank == 0)
+				fprintf(stderr, "shardtrain: rank %d was "
+				    "started with a different %s than rank 0 "
+				    "(rank 0: %s): give every rank the same "
+				    "options\n", bad, names[i], v[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static size_t
+peak_rss_bytes(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (size_t)ru.ru_maxrss * 1024;
+}
+
+/*
+ * One step on a batch. Returns the mean loss over the global batch (every
+ * rank gets the same value), timing into t.
+ */
+static double
+step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
+{
+	const struct step_hooks *h = strategy_hooks(r->s);
+	double t0, t1, t2, t3, t4, comm, loss[2];
+	float l;
+
+	t0 = now();
+	/* the CPU backend reads the loader's pinned batch in place: the
+	 * "copy" is the input activation's fill in model_forward */
+	t1 = now();
+	strategy_begin_step(r->s);
+	l = model_forward(&r->m, db->n, db->x, db->y, r->cfg->label_smoothing,
+	    1, h);
+	t2 = now();
+	model_backward(&r->m, db->n, r->cfg->label_smoothing, 1.0f, h);
+	comm = strategy_end_backward(r->s);
+	t3 = now();
+	optim_step(r->o, r->c, t);
+	t4 = now();
+	/* the global mean loss: weighted by each rank's samples */
+	loss[0] = (double)l * db->n;
+	loss[1] = db->n;
+	comm_sum_double(r->c, loss, 2);
+	tm->h2d += t1 - t0;
+	tm->fwd += t2 - t1;
+	/* waits inside the hooks are part of the forward and backward wall
+	 * time; report them as communication, not compute */
+	if (comm <= t3 - t2)
+		tm->bwd += t3 - t2 - comm;
+	else
+		tm->fwd -= comm - (t3 - t2);
+	tm->comm += comm;
+	tm->optim += t4 - t3;
+	return loss[1] > 0 ? loss[0] / loss[1] : 0;
+}
+
+static int
+save(struct run *r, long steps, int epoch, long batch)
+{
+	struct ckpt_pos pos = { steps, epoch, batch };
+
+	if (ckpt_save(r->cfg->checkpoint_dir, &pos, &r->m, r->s, r->o, r->c,
+	    r->err, sizeof(r->err)) != 0)
+		return -1;
+	say(r, "checkpoint at step %ld in %s", steps, r->cfg->checkpoint_dir);
+	return 0;
+}
+
+static int
+dump_params(struct run *r)
+{
+	float *flat = malloc(r->m.nflat * sizeof(float));
+	FILE *f = NULL;
+	char tmp[4200];
+	int ok = 0;
+
+	if (flat == NULL) {
+		snprintf(r->err, sizeof(r->err), "out of memory for "
+		    "--dump-params");
+		return -1;
+	}
+	strategy_get_params(r->s, flat);
+	if (r->rank == 0) {
+		snprintf(tmp, sizeof(tmp), "%s.part", r->cfg->dump_params);
+		f = fopen(tmp, "wb");
+		ok = f != NULL && fwrite(flat, sizeof(float), r->m.nflat, f) ==
+		    r->m.nflat;
+		if (f != NULL && fclose(f) != 0)
+			ok = 0;
+		if (ok && rename(tmp, r->cfg->dump_params) != 0)
+			ok = 0;
+		if (!ok) {
+			snprintf(r->err, sizeof(r->err), "%s: %s",
+			    r->cfg->dump_params, strerror(errno));
+			unlink(tmp);
+		}
+	} else {
+		ok = 1;
+	}
+	free(flat);
+	return ok ? 0 : -1;
+}
+
+/* Steps on synthetic data, timed without the data: compute alone. */
+static double
+compute_ceiling(struct run *r, long steps, long t0)
+{
+	struct data d;
+	struct data_batch db;
+	struct step_times tm = { 0 };
+	double start, wall[1];
+	long i;
+
+	if (data_open(&d, r->cfg, r->rank, r->world, 0, 0, 1, 1, r->err,
+	    sizeof(r->err)) != 0)
+		return -1;
+	d.unthrottled = 1;
+	start = 0;
+	wall[0] = 0;
+	for (i = 0; i < steps; i++) {
+		data_next(&d, &db, r->err, sizeof(r->err));
+		/* the first step warms caches and allocations up */
+		if (i == 1 || steps == 1)
+			start = now();
+		step(r, &db, t0 + i, &tm);
+	}
+	wall[0] = now() - start;
+	data_close(&d);
+	comm_max_double(r->c, wall, 1);
+	steps -= steps > 1;
+	return wall[0] > 0 ? (double)steps * r->cfg->batch / wall[0] : -1;
+}
+
+/* The loader alone on the same config: batches as fast as they come. */
+static double
+loader_ceiling(struct run *r, long batches)
+{
+	struct data d;
+	struct data_batch db;
+	double start = 0, wall[1];
+	uint64_t n = 0;
+	long i;
+	int rc = 0;
+
+	if (data_open(&d, r->cfg, r->rank, r->world, 0, 0, 1, r->synthetic,
+	    r->err, sizeof(r->err)) != 0)
+		return -1;
+	if (batches > d.per_epoch)
+		batches = d.per_epoch;
+	for (i = 0; i < batches; i++) {
+		rc = data_next(&d, &db, r->err, sizeof(r->err));
+		if (rc != 0)
+			break;
+		if (i == 0)
+			start = now();
+		else
+			n += (uint64_t)db.n;
+		data_release(&d);
+	}
+	wall[0] = now() - start;
+	data_close(&d);
+	if (rc < 0)
+		return -1;
+	comm_max_double(r->c, wall, 1);
+	{
+		double nn = (double)n;
+
+		comm_sum_double(r->c, &nn, 1);
+		return wall[0] > 0 && nn > 0 ? nn / wall[0] : -1;
+	}
+}
+
+static void
+epoch_close(struct run *r, struct run_result *res, int epoch, long steps,
+    double images, double seconds, double wait, double stepsec,
+    double losssum)
+{
+	struct epoch_result *e;
+	double v[2] = { images, 0 };
+
+	comm_sum_double(r->c, v, 1);
+	v[1] = seconds;
+	comm_max_double(r->c, &v[1], 1);
+	e = realloc(res->epochs, (res->nepochs + 1) * sizeof(*e));
+	if (e == NULL)
+		return;
+	res->epochs = e;
+	e = &res->epochs[res->nepochs++];
+	memset(e, 0, sizeof(*e));
+	e->epoch = epoch;
+	e->steps = steps;
+	e->images = (uint64_t)v[0];
+	e->seconds = v[1];
+	e->images_per_s = v[1] > 0 ? v[0] / v[1] : 0;
+	e->wait_share = stepsec > 0 ? wait / stepsec : 0;
+	e->loss = steps > 0 ? losssum / steps : NAN;
+	e->cost = r->cfg->price_per_hour > 0 ?
+	    r->cfg->price_per_hour * v[1] / 3600 : -1;
+}
+
+int
+train_run(const struct train_config *cfg, struct comm *c,
+    struct run_result *res)
+{
+	struct run R = { 0 }, *r = &R;
+	struct data d = { 0 };
+	struct data_batch db;
+	struct ckpt_pos pos = { 0, 0, 0 };
+	struct step_times tm = { 0 };
+	long per_epoch, total, t, ep_steps = 0;
+	double t_start, ep_start = 0, ep_images = 0, ep_wait = 0, ep_step = 0;
+	double ep_loss = 0, loss = NAN, gemm0, rate_t = 0, rate_img = 0;
+	int rc = 1, failed, cur_epoch = -1, threads, loaded = 0;
+	size_t pb;
+
+	memset(res, 0, sizeof(*res));
+	res->loader_ips = res->compute_ips = res->gemm_share = -1;
+	res->cost_per_epoch = -1;
+	r->cfg = cfg;
+	r->c = c;
+	r->rank = comm_rank(c);
+	r->world = comm_world(c);
+	r->synthetic = strcmp(cfg->data, "synthetic") == 0;
+	res->world = r->world;
+
+	if (cfg->batch % r->world != 0) {
+		if (r->rank == 0)
+			fprintf(stderr, "shardtrain: --batch %d does not "
+			    "divide across %d ranks: use a multiple of %d "
+			    "(e.g. %d)\n", cfg->batch, r->world, r->world,
+			    (cfg->batch / r->world + 1) * r->world);
+		return 2;
+	}
+	r->local = cfg->batch / r->world;
+	if (check_config(r) != 0)
+		return 2;
+	if (r->world == 1 && cfg->strategy != STRATEGY_SINGLE)
+		say(r, "%s on one rank: launch with mpirun -np N for more",
+		    strategy_name(cfg->strategy));
+
+	r->be = backend_cpu();
+	threads = cfg->threads;
+	if (threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n > r->world ? (int)(n / r->world) : 1;
+	}
+	r->be->set_threads(threads);
+
+	/* the model, its memory, the strategy and the optimizer */
+	failed = model_build(&r->m, &cfg->model, r->err, sizeof(r->err)) != 0;
+	if (!failed)
+		failed = model_alloc(&r->m, r->be, r->local,
+		    cfg->checkpoint_activations, r->err, sizeof(r->err)) != 0;
+	if (any_failed(r, failed))
+		goto out;
+	res->params = model_param_count(&r->m);
+	res->gflops_per_image = 2.0 * model_forward_macs(&r->m) / 1e9;
+	r->s = strategy_open(cfg->strategy, &r->m, c, cfg->seed, 0, r->err,
+	    sizeof(r->err));
+	failed = r->s == NULL;
+	if (any_failed(r, failed))
+		goto out;
+
+	per_epoch = data_batches_per_epoch(cfg, r->rank, r->world,
+	    r->synthetic, r->err, sizeof(r->err));
+	failed = per_epoch < 0;
+	if (!failed && per_epoch == 0) {
+		snprintf(r->err, sizeof(r->err), "%s: an epoch holds no full "
+		    "batch of %d per rank: use a smaller --batch", cfg->data,
+		    r->local);
+		failed = 1;
+	}
+	if (any_failed(r, failed))
+		goto out;
+	total = cfg->steps > 0 ? cfg->steps : per_epoch * cfg->epochs;
+	r->oc = cfg->optim;
+	r->oc.total = total;
+	r->o = optim_open(&r->oc, &r->m, strategy_view(r->s), r->be, r->err,
+	    sizeof(r->err));
+	failed = r->o == NULL;
+	if (any_failed(r, failed))
+		goto out;
+
+	if (cfg->resume && cfg->checkpoint_dir[0]) {
+		int lr = ckpt_load(cfg->checkpoint_dir, &pos, &r->m, r->s, r->o,
+		    c, r->err, sizeof(r->err));
+
+		failed = lr < 0;
+		if (any_failed(r, failed))
+			goto out;
+		loaded = lr == 0;
+		if (loaded)
+			say(r, "resumed from step %ld (epoch %d, batch %ld)",
+			    pos.step, pos.epoch, pos.batch);
+	}
+	if (cfg->losses[0] && r->rank == 0) {
+		r->losses = fopen(cfg->losses, loaded ? "a" : "w");
+		if (r->losses == NULL) {
+			snprintf(r->err, sizeof(r->err), "%s: %s", cfg->losses,
+			    strerror(errno));
+			failed = 1;
+		}
+	}
+	if (any_failed(r, failed))
+		goto out;
+	if (pos.step >= total) {
+		say(r, "the checkpoint is at step %ld: nothing left of %ld",
+		    pos.step, total);
+	}
+
+	say(r, "%s (%.2fM params, %.2f GFLOPs/image) on %s, %s x %d rank%s, "
+	    "batch %d, %ld steps", cfg->model.name, res->params / 1e6,
+	    res->gflops_per_image, cfg->backend, strategy_name(cfg->strategy),
+	    r->world, r->world > 1 ? "s" : "", cfg->batch, total);
+
+	{
+		long epochs = (total + per_epoch - 1) / per_epoch - pos.epoch;
+
+		failed = data_open(&d, cfg, r->rank, r->world, pos.epoch,
+		    pos.batch, epochs > 0 ? epochs : 1, r->synthetic, r->err,
+		    sizeof(r->err)) != 0;
+	}
+	if (any_failed(r, failed))
+		goto out;
+
+	gemm0 = cpu_gemm_seconds();
+	t_start = now();
+	for (t = pos.step; t < total; t++) {
+		double s0 = now(), s1, s2, wait;
+		int got = data_next(&d, &db, r->err, sizeof(r->err));
+		double v = got;
+
+		/* all ranks stop together: at the end of the data or on a
+		 * bad batch on any rank */
+		comm_max_double(c, &v, 1);
+		failed = got < 0;
+		if (any_failed(r, failed))
+			goto out;
+		if (v != 0)
+			break;
+		s1 = now();
+		wait = s1 - s0;
+		if (db.epoch != cur_epoch) {
+			if (cur_epoch >= 0)
+				epoch_close(r, res, cur_epoch, ep_steps,
+				    ep_images, s0 - ep_start, ep_wait, ep_step,
+				    ep_loss);
+			cur_epoch = db.epoch;
+			ep_start = s0;
+			ep_steps = 0;
+			ep_images = ep_wait = ep_step = ep_loss = 0;
+		}
+		loss = step(r, &db, t, &tm);
+		data_release(&d);
+		s2 = now();
+		tm.wait += wait;
+		tm.step += s2 - s0;
+		ep_wait += wait;
+		ep_step += s2 - s0;
+		ep_images += db.n;
+		ep_steps++;
+		ep_loss += loss;
+		res->steps++;
+		res->images += (uint64_t)db.n;
+		if (t == pos.step)
+			res->first_loss = loss;
+		res->last_loss = loss;
+		rate_img += db.n;
+		if (r->losses)
+			fprintf(r->losses, "%ld %.9g\n", t, loss);
+		if (!isfinite(loss)) {
+			if (r->rank == 0)
+				fprintf(stderr, "shardtrain: the loss is %s at "
+				    "step %ld (epoch %d, batch %ld): lower "
+				    "--lr (now %g), add --warmup or --clip 1, "
+				    "or check the data\n", isnan(loss) ? "NaN" :
+				    "infinite", t, db.epoch, db.index,
+				    (double)optim_lr(&r->oc, t));
+			goto out;
+		}
+		if (cfg->log_every > 0 && (t + 1) % cfg->log_every == 0) {
+			double el = s2 - (rate_t > 0 ? rate_t : t_start);
+
+			say(r, "step %ld/%ld  epoch %d  loss %.4f  lr %.3g  "
+			    "%.1f img/s  data wait %.0f%%", t + 1, total,
+			    db.epoch, loss, (double)optim_lr(&r->oc, t),
+			    el > 0 ? rate_img * r->world / el : 0,
+			    tm.step > 0 ? 100 * tm.wait / tm.step : 0);
+			rate_t = s2;
+			rate_img = 0;
+		}
+		if (cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
+		    (t + 1) % cfg->checkpoint_every == 0 && t + 1 < total) {
+			failed = save(r, t + 1, (int)((t + 1) / per_epoch),
+			    (t + 1) % per_epoch) != 0;
+			if (any_failed(r, failed))
+				goto out;
+		}
+	}
+	if (cur_epoch >= 0)
+		epoch_close(r, res, cur_epoch, ep_steps, ep_images,
+		    now() - ep_start, ep_wait, ep_step, ep_loss);
+	res->seconds = now() - t_start;
+	{
+		double v[2] = { (double)res->images, res->seconds };
+
+		comm_sum_double(c, v, 1);
+		comm_max_double(c, &v[1], 1);
+		res->images = (uint64_t)v[0];
+		res->seconds = v[1];
+	}
+	res->images_per_s = res->seconds > 0 ? res->images / res->seconds : 0;
+	res->wait_share = tm.step > 0 ? tm.wait / tm.step : 0;
+	res->t = tm;
+	if (tm.step > 0)
+		res->gemm_share = (cpu_gemm_seconds() - gemm0) / tm.step;
+	if (!r->synthetic) {
+		double v;
+
+		loader_summary(&d, res);
+		v = (double)res->skipped;
+		comm_sum_double(c, &v, 1);
+		res->skipped = (uint64_t)v;
+	}
+	data_close(&d);
+
+	if (cfg->checkpoint_dir[0] && t > pos.step) {
+		failed = save(r, t, (int)(t / per_epoch), t % per_epoch) != 0;
+		if (any_failed(r, failed))
+			goto out;
+	}
+	if (cfg->dump_params[0]) {
+		failed = dump_params(r) != 0;
+		if (any_failed(r, failed))
+			goto out;
+	}
+
+	/* the ceilings: after everything is saved, since these steps move
+	 * the parameters */
+	if (r->synthetic && cfg->throttle <= 0) {
+		/* the run itself is the compute ceiling */
+		double busy = res->seconds * (1 - res->wait_share);
+
+		res->compute_ips = busy > 0 ? res->images / busy : -1;
+	} else if (cfg->ceiling_steps > 0) {
+		say(r, "ceilings: %ld steps on synthetic data, then the loader "
+		    "alone", cfg->ceiling_steps);
+		res->compute_ips = compute_ceiling(r, cfg->ceiling_steps + 1,
+		    total);
+		res->loader_ips = loader_ceiling(r, cfg->ceiling_steps + 1);
+		if (res->loader_ips < 0 && r->err[0])
+			say(r, "the loader-only ceiling failed: %s", r->err);
+	}
+	if (cfg->price_per_hour > 0 && per_epoch > 0 && res->images_per_s > 0)
+		res->cost_per_epoch = cfg->price_per_hour / 3600 *
+		    (double)per_epoch * cfg->batch / res->images_per_s;
+	pb = strategy_peak_param_bytes(r->s) + (size_t)optim_nstate(r->o) *
+	    strategy_view(r->s)->nlocal * sizeof(float);
+	{
+		double v[2] = { (double)pb, (double)peak_rss_bytes() };
+
+		comm_max_double(c, v, 2);
+		res->peak_param_mib = v[0] / 1048576.0;
+		res->peak_rss_mib = v[1] / 1048576.0;
+	}
+	verdict_decide(res, cfg);
+	rc = 0;
+out:
+	if (r->losses)
+		fclose(r->losses);
+	data_close(&d);
+	optim_close(r->o);
+	strategy_close(r->s);
+	model_free(&r->m);
+	return rc;
+}
+
+void
+run_result_free(struct run_result *res)
+{
+	free(res->epochs);
+	res->epochs = NULL;
+	res->nepochs = 0;
+}
