@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model.h"
 
@@ -998,14 +999,42 @@ layer_backward(struct model *m, const struct layer *L, int B)
 	}
 }
 
+const char *
+layer_kind_name(enum layer_kind k)
+{
+	static const char *const names[] = {
+		"conv", "batchnorm", "relu", "maxpool", "avgpool", "linear",
+		"add", "patchify", "tokens", "layernorm", "attention", "gelu",
+		"token0"
+	};
+
+	return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
+}
+
+static double
+prof_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void
 block_forward(struct model *m, int b, int B, int training, int update)
 {
 	const struct block *bk = &m->blocks[b];
 	int i;
 
-	for (i = bk->first_layer; i < bk->first_layer + bk->nlayers; i++)
+	for (i = bk->first_layer; i < bk->first_layer + bk->nlayers; i++) {
+		double t0 = m->profile ? prof_now() : 0;
+
 		layer_forward(m, &m->layers[i], B, training, update);
+		if (m->profile) {
+			m->be->sync();
+			m->prof[0][m->layers[i].kind] += prof_now() - t0;
+		}
+	}
 }
 
 float
@@ -1073,8 +1102,15 @@ model_backward(struct model *m, int B, float smoothing, float scale,
 					    sizeof(float));
 			}
 		}
-		for (i = bk->first_layer + bk->nlayers - 1; i >= bk->first_layer; i--)
+		for (i = bk->first_layer + bk->nlayers - 1; i >= bk->first_layer; i--) {
+			double t0 = m->profile ? prof_now() : 0;
+
 			layer_backward(m, &m->layers[i], B);
+			if (m->profile) {
+				be->sync();
+				m->prof[1][m->layers[i].kind] += prof_now() - t0;
+			}
+		}
 		if (h && h->post_backward)
 			h->post_backward(h->ctx, b);
 	}

@@ -160,7 +160,15 @@ struct model {
 
 	/* where each block's parameters and gradients are now (strategy) */
 	float **bparams, **bgrads;
+
+	/* seconds per layer kind, forward and backward, when profile is set
+	 * (shardtrain --profile) */
+	int profile;
+	double prof[2][L_TOKEN0 + 1];
 };
+
+/* The layer kinds' names, for the profile: "conv", "bn", ... */
+const char *layer_kind_name(enum layer_kind k);
 
 /* Build the layer list and parameter table (no tensor memory). */
 int model_build(struct model *m, const struct model_config *cfg,

@@ -448,6 +448,32 @@ step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 	return loss[1] > 0 ? loss[0] / loss[1] : 0;
 }
 
+/* --profile: where forward and backward spent their time, by layer kind */
+static void
+print_profile(const struct run *r, long steps)
+{
+	double total = 0;
+	int k;
+
+	if (steps <= 0)
+		return;
+	for (k = 0; k <= L_TOKEN0; k++)
+		total += r->m.prof[0][k] + r->m.prof[1][k];
+	fprintf(stderr, "shardtrain: profile, ms per step (rank 0, %ld steps, "
+	    "%.1f ms in layers)\n", steps, 1000 * total / steps);
+	fprintf(stderr, "  %-10s %9s %9s %6s\n", "layer", "forward",
+	    "backward", "share");
+	for (k = 0; k <= L_TOKEN0; k++) {
+		double f = r->m.prof[0][k], b = r->m.prof[1][k];
+
+		if (f + b == 0)
+			continue;
+		fprintf(stderr, "  %-10s %9.2f %9.2f %5.1f%%\n",
+		    layer_kind_name((enum layer_kind)k), 1000 * f / steps,
+		    1000 * b / steps, total > 0 ? 100 * (f + b) / total : 0);
+	}
+}
+
 static int
 save(struct run *r, long steps, int epoch, long batch)
 {
@@ -648,6 +674,7 @@ train_run(const struct train_config *cfg, struct comm *c,
 		    cfg->checkpoint_activations, r->err, sizeof(r->err)) != 0;
 	if (any_failed(r, failed))
 		goto out;
+	r->m.profile = cfg->profile;
 	res->params = model_param_count(&r->m);
 	res->gflops_per_image = 2.0 * model_forward_macs(&r->m) / 1e9;
 	r->s = strategy_open(cfg->strategy, &r->m, c, cfg->seed, 0, r->err,
@@ -809,6 +836,8 @@ train_run(const struct train_config *cfg, struct comm *c,
 	res->t = tm;
 	if (tm.step > 0)
 		res->gemm_share = (cpu_gemm_seconds() - gemm0) / tm.step;
+	if (cfg->profile && r->rank == 0)
+		print_profile(r, res->steps);
 	if (!r->synthetic) {
 		double v;
 

@@ -87,6 +87,7 @@ static const char usage_long[] =
 "  --dump-params FILE     write the final parameters (raw fp32, flat)\n"
 "  --losses FILE          write every step's loss, one per line\n"
 "  --log-every N          steps between progress lines (10; 0 = none)\n"
+"  --profile              time every layer kind and print where steps go\n"
 "  -q, --quiet            only the final report\n"
 "  -h, --help             this help\n"
 "  -V, --version          the version\n";
@@ -118,7 +119,7 @@ enum {
 	O_IO, O_PREFETCH, O_SHUFFLE, O_CROP, O_STRICT, O_THROTTLE, O_OPTIM,
 	O_LR, O_MOMENTUM, O_NONESTEROV, O_WD, O_WARMUP, O_SMOOTH, O_CLIP,
 	O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_CEIL, O_PRICE, O_JSON,
-	O_DUMP, O_LOSSES, O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP
+	O_DUMP, O_LOSSES, O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP, O_PROFILE
 };
 
 static const struct option longopts[] = {
@@ -163,6 +164,7 @@ static const struct option longopts[] = {
 	{ "dump-params", required_argument, NULL, O_DUMP },
 	{ "losses", required_argument, NULL, O_LOSSES },
 	{ "log-every", required_argument, NULL, O_LOGEVERY },
+	{ "profile", no_argument, NULL, O_PROFILE },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -428,6 +430,7 @@ parse(int argc, char **argv, struct parsed *p)
 		case O_LOGEVERY:
 			cfg->log_every = (int)num(c, optarg, 0, 1 << 30);
 			break;
+		case O_PROFILE: cfg->profile = 1; break;
 		case 'q':
 			cfg->quiet = 1;
 			cfg->log_every = 0;

@@ -39,6 +39,7 @@ struct train_config {
 	char losses[4096];		/* write every step's loss, "" = none */
 	int log_every;			/* steps between progress lines */
 	int quiet;			/* no progress lines at all */
+	int profile;			/* time every layer kind; print a table */
 };
 
 /* Seconds per stage, summed over steps. */
