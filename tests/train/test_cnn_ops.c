@@ -548,7 +548,7 @@ bn_loss(void *p)
 	struct bn_ctx *x = p;
 
 	cpu_batchnorm_forward(x->B, x->C, x->HW, x->out, x->inp, x->gamma,
-	    x->beta, x->mean, x->rstd, NULL, NULL, 0.1f, 1e-5f, 1, 0);
+	    x->beta, x->mean, x->rstd, NULL, NULL, 0.1f, 1e-5f, 1, 0, NULL, 0);
 	return dot(x->out, x->r, (size_t)x->B * x->C * x->HW);
 }
 
@@ -601,7 +601,7 @@ bn_case(int B, int C, int HW, double lo, double hi, double f)
 	}
 	ffill(out, n, NAN);
 	cpu_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd, rm,
-	    rv, mom, eps, 1, 1);
+	    rv, mom, eps, 1, 1, NULL, 0);
 	check_close("train out", out, rout, n, 2e-6 * f, 1e-5);
 	check_close("saved mean", mean, rmean, C, 1e-6 * f, 1e-6);
 	check_close("saved rstd", rstd, rrstd, C, 0, 2e-6);
@@ -612,7 +612,7 @@ bn_case(int B, int C, int HW, double lo, double hi, double f)
 	memcpy(rm0, rm, C * sizeof(float));
 	memcpy(rv0, rv, C * sizeof(float));
 	cpu_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd, rm,
-	    rv, mom, eps, 1, 0);
+	    rv, mom, eps, 1, 0, NULL, 0);
 	CHECK_MEM_EQ(rm, rm0, C * sizeof(float));
 	CHECK_MEM_EQ(rv, rv0, C * sizeof(float));
 
@@ -628,7 +628,7 @@ bn_case(int B, int C, int HW, double lo, double hi, double f)
 	ffill(mean, C, -7.0f);
 	ffill(rstd, C, -7.0f);
 	cpu_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd, rm,
-	    rv, mom, eps, 0, 1);
+	    rv, mom, eps, 0, 1, NULL, 0);
 	check_close("eval out", out, rout, n, 2e-6 * f, 1e-5);
 	CHECK_MEM_EQ(rm, rm0, C * sizeof(float));
 	CHECK_MEM_EQ(rv, rv0, C * sizeof(float));
@@ -637,11 +637,11 @@ bn_case(int B, int C, int HW, double lo, double hi, double f)
 
 	/* backward accumulates */
 	cpu_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd, rm,
-	    rv, mom, eps, 1, 0);
+	    rv, mom, eps, 1, 0, NULL, 0);
 	ref_bn_backward(B, C, HW, rgi, rgg, rgb, r, inp, gamma, eps);
 	for (int k = 1; k <= 2; k++) {
 		cpu_batchnorm_backward(B, C, HW, gi, gg, gb, r, inp, gamma,
-		    mean, rstd);
+		    mean, rstd, NULL, NULL, 0);
 		snprintf(what, sizeof what, "backward x%d dinp", k);
 		want = acc_ref(gi0, rgi, k, n);
 		check_close(what, gi, want, n, 1e-5 * k * f, 1e-5);
@@ -660,7 +660,8 @@ bn_case(int B, int C, int HW, double lo, double hi, double f)
 	memset(gi, 0, n * sizeof(float));
 	memset(gg, 0, C * sizeof(float));
 	memset(gb, 0, C * sizeof(float));
-	cpu_batchnorm_backward(B, C, HW, gi, gg, gb, r, inp, gamma, mean, rstd);
+	cpu_batchnorm_backward(B, C, HW, gi, gg, gb, r, inp, gamma, mean, rstd,
+	    NULL, NULL, 0);
 	if (fabs(lo) < 10) {
 		check_fd("fd dinp", inp, n, gi, bn_loss, &ctx, 1e-2f, 2e-3,
 		    1e-2);
@@ -705,13 +706,129 @@ TEST(batchnorm_null_grads)
 	double *rgb = xcalloc(C, sizeof(double));
 
 	cpu_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd,
-	    NULL, NULL, 0.1f, 1e-5f, 1, 0);
+	    NULL, NULL, 0.1f, 1e-5f, 1, 0, NULL, 0);
 	cpu_batchnorm_backward(B, C, HW, gi, NULL, NULL, r, inp, gamma, mean,
-	    rstd);
+	    rstd, NULL, NULL, 0);
 	ref_bn_backward(B, C, HW, rgi, rgg, rgb, r, inp, gamma, 1e-5f);
 	check_close("dinp", gi, rgi, n, 1e-5, 1e-5);
 	free(inp), free(out), free(gamma), free(beta), free(mean), free(rstd);
 	free(r), free(gi), free(rgi), free(rgg), free(rgb);
+}
+
+/* ------------------------------------------------------------------------ */
+/* batch norm with the residual add and ReLU fused                          */
+
+struct bnr_ctx {
+	int B, C, HW;
+	float *out, *inp, *res, *gamma, *beta, *mean, *rstd, *r;
+};
+
+static double
+bnr_loss(void *p)
+{
+	struct bnr_ctx *x = p;
+
+	cpu_batchnorm_forward(x->B, x->C, x->HW, x->out, x->inp, x->gamma,
+	    x->beta, x->mean, x->rstd, NULL, NULL, 0.1f, 1e-5f, 1, 0, x->res,
+	    1);
+	return dot(x->out, x->r, (size_t)x->B * x->C * x->HW);
+}
+
+/*
+ * relu(bn(x) + res) in one layer against batch norm, add and ReLU run
+ * one after the other: the same bits forward, backward and in the running
+ * statistics; then central differences through the fused forward.
+ */
+static void
+bn_relu_case(int B, int C, int HW, int with_res)
+{
+	size_t n = (size_t)B * C * HW;
+	float *inp = frand(n, -1, 1), *res = with_res ? frand(n, -1, 1) : NULL;
+	float *gamma = frand(C, 0.5, 1.5), *beta = frand(C, -0.5, 0.5);
+	float *rm = frand(C, -1, 1), *rv = frand(C, 0.5, 2);
+	float *rm2 = fdup(rm, C), *rv2 = fdup(rv, C);
+	float *mean = xcalloc(C, sizeof(float)), *rstd = xcalloc(C, sizeof(float));
+	float *mean2 = xcalloc(C, sizeof(float));
+	float *rstd2 = xcalloc(C, sizeof(float));
+	float *out = xcalloc(n, sizeof(float)), *y = xcalloc(n, sizeof(float));
+	float *z = xcalloc(n, sizeof(float)), *o2 = xcalloc(n, sizeof(float));
+	float *d = frand(n, -1, 1), *gi = frand(n, -1, 1), *gi2 = fdup(gi, n);
+	float *gr = frand(n, -1, 1), *gr2 = fdup(gr, n);
+	float *gg = frand(C, -1, 1), *gg2 = fdup(gg, C);
+	float *gb = frand(C, -1, 1), *gb2 = fdup(gb, C);
+	float *dz = xcalloc(n, sizeof(float)), *dy = xcalloc(n, sizeof(float));
+	struct bnr_ctx ctx = { B, C, HW, out, inp, res, gamma, beta, mean,
+	    rstd, d };
+	size_t npos = 0;
+
+	t_diag("bn+%srelu B=%d C=%d HW=%d", with_res ? "add+" : "", B, C, HW);
+	cpu_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd, rm,
+	    rv, 0.1f, 1e-5f, 1, 1, res, 1);
+	cpu_batchnorm_forward(B, C, HW, y, inp, gamma, beta, mean2, rstd2,
+	    rm2, rv2, 0.1f, 1e-5f, 1, 1, NULL, 0);
+	if (with_res)
+		cpu_add_forward(z, y, res, n);
+	cpu_relu_forward(o2, with_res ? z : y, n);
+	CHECK_MEM_EQ(out, o2, n * sizeof(float));
+	CHECK_MEM_EQ(mean, mean2, C * sizeof(float));
+	CHECK_MEM_EQ(rstd, rstd2, C * sizeof(float));
+	CHECK_MEM_EQ(rm, rm2, C * sizeof(float));
+	CHECK_MEM_EQ(rv, rv2, C * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		npos += out[i] > 0;
+	/* both sides of the ReLU are exercised */
+	CHECK(npos > n / 5 && npos < n - n / 5);
+
+	/* backward, accumulating into nonzero gradients */
+	cpu_batchnorm_backward(B, C, HW, gi, gg, gb, d, inp, gamma, mean, rstd,
+	    with_res ? gr : NULL, out, 1);
+	cpu_relu_backward(dz, d, o2, n);
+	if (with_res)
+		cpu_add_backward(dy, gr2, dz, n);
+	cpu_batchnorm_backward(B, C, HW, gi2, gg2, gb2, with_res ? dy : dz,
+	    inp, gamma, mean2, rstd2, NULL, NULL, 0);
+	CHECK_MEM_EQ(gi, gi2, n * sizeof(float));
+	CHECK_MEM_EQ(gg, gg2, C * sizeof(float));
+	CHECK_MEM_EQ(gb, gb2, C * sizeof(float));
+	CHECK_MEM_EQ(gr, gr2, n * sizeof(float));
+
+	/* without dinp the residual's gradient still comes */
+	if (with_res) {
+		memset(gr, 0, n * sizeof(float));
+		cpu_batchnorm_backward(B, C, HW, NULL, NULL, NULL, d, inp, gamma,
+		    mean, rstd, gr, out, 1);
+		for (size_t i = 0; i < n; i++)
+			CHECK(gr[i] == dz[i]);
+	}
+
+	/* central differences through the fused forward */
+	memset(gi, 0, n * sizeof(float));
+	memset(gg, 0, C * sizeof(float));
+	memset(gb, 0, C * sizeof(float));
+	memset(gr, 0, n * sizeof(float));
+	cpu_batchnorm_backward(B, C, HW, gi, gg, gb, d, inp, gamma, mean, rstd,
+	    with_res ? gr : NULL, out, 1);
+	check_fd("fd dinp", inp, n, gi, bnr_loss, &ctx, 1e-3f, 2e-3, 1e-2);
+	check_fd("fd dgamma", gamma, C, gg, bnr_loss, &ctx, 1e-3f, 2e-3, 1e-2);
+	check_fd("fd dbeta", beta, C, gb, bnr_loss, &ctx, 1e-3f, 2e-3, 1e-2);
+	if (with_res)
+		check_fd("fd dres", res, n, gr, bnr_loss, &ctx, 1e-3f, 2e-3,
+		    1e-2);
+
+	free(inp), free(res), free(gamma), free(beta), free(rm), free(rv);
+	free(rm2), free(rv2), free(mean), free(rstd), free(mean2), free(rstd2);
+	free(out), free(y), free(z), free(o2), free(d), free(gi), free(gi2);
+	free(gr), free(gr2), free(gg), free(gg2), free(gb), free(gb2);
+	free(dz), free(dy);
+}
+
+TEST(batchnorm_relu_fused)
+{
+	bn_relu_case(3, 5, 7, 0);	/* HW below the lanes */
+	bn_relu_case(2, 3, 37, 1);	/* lanes plus a tail */
+	bn_relu_case(17, 6, 1, 1);	/* ResNet's 1x1 maps */
+	bn_relu_case(4, 19, 64, 0);	/* channel blocks and a remainder */
+	bn_relu_case(2, 9, 300, 1);	/* long planes */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -828,6 +945,8 @@ maxpool_case(int B, int C, int H, int W, int k, int stride, int pad)
 TEST(maxpool)
 {
 	maxpool_case(2, 3, 11, 10, 3, 2, 1);	/* ResNet's stem pool */
+	maxpool_case(2, 2, 1, 1, 3, 2, 1);	/* taps past both edges */
+	maxpool_case(1, 3, 2, 3, 3, 2, 1);
 	maxpool_case(3, 2, 8, 8, 3, 2, 1);
 	maxpool_case(1, 2, 7, 5, 2, 2, 0);
 	maxpool_case(2, 2, 6, 6, 3, 1, 1);	/* heavy overlap */
@@ -1002,7 +1121,10 @@ TEST(eltwise_gelu)
 		    x * exp(-0.5 * x * x) / sqrt(2 * M_PI));
 	}
 	cpu_gelu_forward(out, inp, n);
-	check_close("forward", out, rout, n, 1e-7, 1e-6);
+	/* erf is Abramowitz-Stegun 7.1.26, as in PyTorch's CPU GELU: its
+	 * absolute error of 1.5e-7 becomes up to 0.5 |x| 1.5e-7 in GELU,
+	 * 4.5e-7 over [-6, 6] */
+	check_close("forward", out, rout, n, 5e-7, 1e-6);
 	for (int k = 1; k <= 2; k++) {
 		cpu_gelu_backward(g, r, inp, n);
 		want = acc_ref(g0, rg, k, n);
@@ -1075,7 +1197,7 @@ run_all(int threads, size_t *len)
 		cap += (size_t)s.B * s.K * s.P * s.Q + 2 * (size_t)s.B * s.C *
 		    s.H * s.W + (size_t)s.K * s.C * s.R * s.S + s.K;
 	}
-	cap += 6 * (size_t)64 * 64 * 64 + 4 * 64 + 4 + (1 << 20);
+	cap += 9 * (size_t)64 * 64 * 64 + 6 * 64 + 4 + (1 << 20);
 	res = xcalloc(cap, sizeof(float));
 
 	rng = 42;
@@ -1112,11 +1234,18 @@ run_all(int threads, size_t *len)
 
 		at += 2 * C;
 		cpu_batchnorm_forward(B, C, HW, res + at, x, g, b, mean, rstd,
-		    rm, rv, 0.1f, 1e-5f, 1, 1);
+		    rm, rv, 0.1f, 1e-5f, 1, 1, NULL, 0);
 		at += n;
 		cpu_batchnorm_backward(B, C, HW, res + at, res + at + n,
-		    res + at + n + C, d, x, g, mean, rstd);
+		    res + at + n + C, d, x, g, mean, rstd, NULL, NULL, 0);
 		at += n + 2 * C;
+		/* fused with a residual (d) and the ReLU */
+		cpu_batchnorm_forward(B, C, HW, res + at, x, g, b, mean, rstd,
+		    rm, rv, 0.1f, 1e-5f, 1, 0, d, 1);
+		cpu_batchnorm_backward(B, C, HW, res + at + n, res + at + 2 * n,
+		    res + at + 2 * n + C, x, x, g, mean, rstd,
+		    res + at + 2 * n + 2 * C, res + at, 1);
+		at += 3 * n + 2 * C;
 		cpu_maxpool_forward(&ps, res + at, idx, x);
 		at += (size_t)B * C * ps.P * ps.Q;
 		cpu_maxpool_backward(&ps, res + at, d, idx);
