@@ -67,15 +67,24 @@ struct backend {
 	 * toward the batch mean and the UNBIASED batch variance by momentum
 	 * (PyTorch). Not training: normalise with run_mean/run_var; mean and
 	 * rstd are not written.
+	 * Fused epilogue (ResNet's bn -> [add] -> relu): out = bn(inp) + res
+	 * when res (B,C,HW) is not NULL, then max(out, 0) when relu is set,
+	 * the same bits as the three separate passes.
 	 */
 	void (*batchnorm_forward)(int B, int C, int HW, float *out,
 	    const float *inp, const float *gamma, const float *beta,
 	    float *mean, float *rstd, float *run_mean, float *run_var,
-	    float momentum, float eps, int training, int update);
-	/* training-mode backward */
+	    float momentum, float eps, int training, int update,
+	    const float *res, int relu);
+	/*
+	 * training-mode backward. With relu set, dout is first masked where
+	 * the forward output out is not > 0 (out is unused otherwise); dres
+	 * (or NULL) += the masked dout, the residual's gradient.
+	 */
 	void (*batchnorm_backward)(int B, int C, int HW, float *dinp,
 	    float *dgamma, float *dbeta, const float *dout, const float *inp,
-	    const float *gamma, const float *mean, const float *rstd);
+	    const float *gamma, const float *mean, const float *rstd,
+	    float *dres, const float *out, int relu);
 
 	/* ---- elementwise ---- */
 	void (*relu_forward)(float *out, const float *inp, size_t n);

@@ -302,6 +302,26 @@ mb_bn(struct model *m, const char *prefix, int in, int C, int HW)
 	return layer_out(m, L, (size_t)C * HW, 1);
 }
 
+int
+mb_bn_relu(struct model *m, const char *prefix, int in, int res, int C,
+    int HW)
+{
+	struct layer *L;
+	int x = mb_bn(m, prefix, in, C, HW);
+
+	if (x < 0)
+		return x;
+	L = &m->layers[m->nlayers - 1];
+	L->in2 = res;
+	L->relu = 1;
+	if ((L = new_layer(m, L_RELU, x)) == NULL)
+		return -1;
+	L->out = x;
+	L->n = (size_t)C * HW;
+	L->fused = 1;
+	return x;
+}
+
 static int
 eltwise(struct model *m, enum layer_kind kind, int in, size_t n)
 {
@@ -880,10 +900,12 @@ layer_forward(struct model *m, const struct layer *L, int B, int training,
 	case L_BN:
 		be->batchnorm_forward(B, L->C, L->HW, out, in, P(L, w), P(L, b),
 		    A(L->save), A(L->save2), BUF(L, run_mean), BUF(L, run_var),
-		    0.1f, L->eps, training, update);
+		    0.1f, L->eps, training, update,
+		    L->in2 >= 0 ? A(L->in2) : NULL, L->relu);
 		break;
 	case L_RELU:
-		be->relu_forward(out, in, L->n * B);
+		if (!L->fused)
+			be->relu_forward(out, in, L->n * B);
 		break;
 	case L_GELU:
 		be->gelu_forward(out, in, L->n * B);
@@ -944,10 +966,11 @@ layer_backward(struct model *m, const struct layer *L, int B)
 	}
 	case L_BN:
 		be->batchnorm_backward(B, L->C, L->HW, din, PG(L, w), PG(L, b),
-		    dout, in, P(L, w), A(L->save), A(L->save2));
+		    dout, in, P(L, w), A(L->save), A(L->save2), G(L->in2),
+		    A(L->out), L->relu);
 		break;
 	case L_RELU:
-		if (din)
+		if (din && !L->fused)
 			be->relu_backward(din, dout, A(L->out), L->n * B);
 		break;
 	case L_GELU:

@@ -107,6 +107,10 @@ struct layer {
 	int w, b, extra;		/* params (index into model->params), -1 */
 	int run_mean, run_var;		/* buffers (L_BN), -1 */
 	int need_dinp;			/* input gradient wanted */
+	int relu;			/* L_BN: out = relu(bn(in) + in2), in2
+					 * the residual or -1 (mb_bn_relu) */
+	int fused;			/* L_RELU: done by the layer writing its
+					 * input; in == out, no work */
 	/* per-sample shapes; the batch is filled in at run time */
 	struct conv_shape conv;		/* L_CONV */
 	struct pool_shape pool;		/* L_MAXPOOL */
@@ -227,6 +231,14 @@ int model_input(struct model *m, int C, int S);	/* the image (B,C,S,S) */
 int mb_conv(struct model *m, const char *prefix, int in, int C, int H,
     int W, int K, int R, int stride, int pad, int bias, int *P);
 int mb_bn(struct model *m, const char *prefix, int in, int C, int HW);
+/*
+ * bn -> add res (or -1) -> relu as one layer, which saves two passes over
+ * the activation each way and the memory of the two in between. A fused
+ * L_RELU follows it, so the k-th L_RELU is still PyTorch's k-th ReLU call
+ * (its input, the result, is > 0 exactly where the ReLU's input was).
+ */
+int mb_bn_relu(struct model *m, const char *prefix, int in, int res, int C,
+    int HW);
 int mb_relu(struct model *m, int in, size_t n);
 int mb_maxpool(struct model *m, int in, int C, int H, int k, int stride,
     int pad, int *P);

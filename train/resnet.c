@@ -24,10 +24,15 @@ static const struct resnet_spec specs[] = {
 	{ 152, 1, { 3, 8, 36, 3 } },
 };
 
-/* conv, then batch norm: "layer1.0" + "conv1"/"bn1" */
+/*
+ * conv, then batch norm: "layer1.0" + "conv1"/"bn1". With relu set the
+ * norm adds res (an activation, or -1) and applies the ReLU in the same
+ * layer (mb_bn_relu).
+ */
 static int
 conv_bn(struct model *m, const char *blk, const char *conv, const char *bn,
-    int in, int C, int *H, int K, int R, int stride, int pad)
+    int in, int C, int *H, int K, int R, int stride, int pad, int res,
+    int relu)
 {
 	char name[64];
 	int P, x;
@@ -38,41 +43,44 @@ conv_bn(struct model *m, const char *blk, const char *conv, const char *bn,
 		return x;
 	*H = P;
 	snprintf(name, sizeof(name), "%s%s%s", blk, *blk ? "." : "", bn);
-	return mb_bn(m, name, x, K, P * P);
+	return relu ? mb_bn_relu(m, name, x, res, K, P * P) :
+	    mb_bn(m, name, x, K, P * P);
 }
 
-/* One residual block: in (C,H,H) -> out (planes*expansion, H/stride, ...) */
+/*
+ * One residual block: in (C,H,H) -> out (planes*expansion, H/stride, ...).
+ * relu(bn_last(x) + identity) is one layer: the last norm of the main path
+ * adds the block's input; with a downsample branch, which runs after the
+ * main path as in torchvision, the branch's norm adds the main path.
+ */
 static int
 residual(struct model *m, const char *blk, int bottleneck, int in, int C,
     int *H, int planes, int stride)
 {
 	int expansion = bottleneck ? 4 : 1, out = planes * expansion;
-	int h = *H, hid = h, x, id = in;
+	int h = *H, hid = h, x, down = stride != 1 || C != out;
+	int res = down ? -1 : in;
 
 	if (bottleneck) {
-		x = conv_bn(m, blk, "conv1", "bn1", in, C, &h, planes, 1, 1, 0);
-		x = x < 0 ? x : mb_relu(m, x, (size_t)planes * h * h);
+		x = conv_bn(m, blk, "conv1", "bn1", in, C, &h, planes, 1, 1, 0,
+		    -1, 1);
 		x = x < 0 ? x : conv_bn(m, blk, "conv2", "bn2", x, planes, &h,
-		    planes, 3, stride, 1);
-		x = x < 0 ? x : mb_relu(m, x, (size_t)planes * h * h);
+		    planes, 3, stride, 1, -1, 1);
 		x = x < 0 ? x : conv_bn(m, blk, "conv3", "bn3", x, planes, &h,
-		    out, 1, 1, 0);
+		    out, 1, 1, 0, res, !down);
 	} else {
 		x = conv_bn(m, blk, "conv1", "bn1", in, C, &h, planes, 3,
-		    stride, 1);
-		x = x < 0 ? x : mb_relu(m, x, (size_t)planes * h * h);
+		    stride, 1, -1, 1);
 		x = x < 0 ? x : conv_bn(m, blk, "conv2", "bn2", x, planes, &h,
-		    planes, 3, 1, 1);
+		    planes, 3, 1, 1, res, !down);
 	}
-	if (x >= 0 && (stride != 1 || C != out)) {
+	if (x >= 0 && down) {
 		char dn[64];
 
 		snprintf(dn, sizeof(dn), "%s.downsample", blk);
-		id = conv_bn(m, dn, "0", "1", in, C, &hid, out, 1, stride, 0);
+		x = conv_bn(m, dn, "0", "1", in, C, &hid, out, 1, stride, 0, x,
+		    1);
 	}
-	x = x < 0 || id < 0 ? (x < 0 ? x : id) :
-	    mb_add(m, x, id, (size_t)out * h * h);
-	x = x < 0 ? x : mb_relu(m, x, (size_t)out * h * h);
 	*H = h;
 	return x;
 }
@@ -102,8 +110,8 @@ resnet_build(struct model *m, char *err, size_t errlen)
 
 	model_begin_block(m, "stem");
 	x = model_input(m, 3, H);
-	x = x < 0 ? x : conv_bn(m, "", "conv1", "bn1", x, 3, &H, base, 7, 2, 3);
-	x = x < 0 ? x : mb_relu(m, x, (size_t)base * H * H);
+	x = x < 0 ? x : conv_bn(m, "", "conv1", "bn1", x, 3, &H, base, 7, 2, 3,
+	    -1, 1);
 	if (x >= 0) {
 		int P;
 

@@ -150,6 +150,43 @@ TEST(model_layout)
 	model_free(&m);
 }
 
+/*
+ * ResNet's bn -> [add] -> relu runs as one layer: each ReLU is a fused
+ * marker right after the norm that applies it (the k-th L_RELU is still
+ * PyTorch's k-th ReLU call), and no add layer is left.
+ */
+TEST(model_resnet_fused_bn_relu)
+{
+	static const char *const names[] = { "resnet18", "resnet50" };
+	static const int relus[] = { 17, 49 }, res[] = { 8, 16 };
+
+	for (int k = 0; k < 2; k++) {
+		struct model m;
+		int nrelu = 0, nres = 0, i;
+
+		build(&m, names[k], 64, 10);
+		for (i = 0; i < m.nlayers; i++) {
+			const struct layer *L = &m.layers[i], *P = L - 1;
+
+			CHECK(L->kind != L_ADD);
+			if (L->kind == L_BN && L->in2 >= 0) {
+				CHECK(L->relu);
+				nres++;
+			}
+			if (L->kind != L_RELU)
+				continue;
+			nrelu++;
+			CHECK(i > 0 && L->fused && L->in == L->out);
+			CHECK(P->kind == L_BN && P->relu && P->out == L->in);
+		}
+		t_diag("%s: %d fused ReLUs, %d with the residual", names[k],
+		    nrelu, nres);
+		CHECK_EQ_INT(nrelu, relus[k]);
+		CHECK_EQ_INT(nres, res[k]);
+		model_free(&m);
+	}
+}
+
 /* A small variant of a named model. */
 static struct model_config
 small(const char *name, int size)

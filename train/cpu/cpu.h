@@ -38,10 +38,11 @@ void cpu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
 void cpu_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
     const float *gamma, const float *beta, float *mean, float *rstd, float
     *run_mean, float *run_var, float momentum, float eps, int training, int
-    update);
+    update, const float *res, int relu);
 void cpu_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
     float *dbeta, const float *dout, const float *inp, const float *gamma,
-    const float *mean, const float *rstd);
+    const float *mean, const float *rstd, float *dres, const float *out,
+    int relu);
 void cpu_relu_forward(float *out, const float *inp, size_t n);
 void cpu_relu_backward(float *dinp, const float *dout, const float *out,
     size_t n);

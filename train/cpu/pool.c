@@ -14,51 +14,67 @@
 /* ------------------------------------------------------------------------ */
 /* max pooling                                                              */
 
-/* inp (B,C,H,W) -> out (B,C,P,Q), idx (B,C,P,Q) = argmax offset in (H,W) */
+/*
+ * inp (B,C,H,W) -> out (B,C,P,Q), idx (B,C,P,Q) = argmax offset in (H,W).
+ * A window's scan is a chain of dependent compares, so a row of outputs
+ * is scanned together: window position outside, output column inside, each
+ * output still seeing its window in row-major order.
+ */
 void
 cpu_maxpool_forward(const struct pool_shape *s, float *out, int32_t *idx,
     const float *inp)
 {
 	long planes = (long)s->B * s->C;
-	size_t HW = (size_t)s->H * s->W, PQ = (size_t)s->P * s->Q;
+	/* locals: the stores through out and idx could alias *s */
+	const int H = s->H, W = s->W, P = s->P, Q = s->Q, k = s->k;
+	const int stride = s->stride, pad = s->pad;
+	size_t HW = (size_t)H * W, PQ = (size_t)P * Q;
 
 #pragma omp parallel for schedule(static) if (planes * HW > CPU_PAR_MIN)
 	for (long bc = 0; bc < planes; bc++) {
 		const float *x = inp + (size_t)bc * HW;
-		float *o = out + (size_t)bc * PQ;
-		int32_t *ix = idx + (size_t)bc * PQ;
 
-		for (int p = 0; p < s->P; p++) {
-			int h0 = p * s->stride - s->pad, h1 = h0 + s->k;
+		for (int p = 0; p < P; p++) {
+			float *o = out + (size_t)bc * PQ + (size_t)p * Q;
+			int32_t *ix = idx + (size_t)bc * PQ + (size_t)p * Q;
+			int h0 = p * stride - pad, h1 = h0 + k;
 
 			if (h0 < 0)
 				h0 = 0;
-			if (h1 > s->H)
-				h1 = s->H;
-			for (int q = 0; q < s->Q; q++) {
-				int w0 = q * s->stride - s->pad, w1 = w0 + s->k;
-				float m = -INFINITY;
-				int32_t mi;
+			if (h1 > H)
+				h1 = H;
+			/* PyTorch's CPU kernel: the first in-bounds offset
+			 * unless something beats -inf; the first maximum
+			 * wins, and the last NaN. */
+			for (int q = 0; q < Q; q++) {
+				int w0 = q * stride - pad;
 
-				if (w0 < 0)
-					w0 = 0;
-				if (w1 > s->W)
-					w1 = s->W;
-				/* PyTorch's CPU kernel: the first in-bounds
-				 * offset unless something beats -inf. */
-				mi = h0 * s->W + w0;
-				for (int h = h0; h < h1; h++)
-					for (int w = w0; w < w1; w++) {
-						float v = x[h * s->W + w];
-
-						if (v > m || isnan(v)) {
-							m = v;
-							mi = h * s->W + w;
-						}
-					}
-				o[p * s->Q + q] = m;
-				ix[p * s->Q + q] = mi;
+				o[q] = -INFINITY;
+				ix[q] = h0 * W + (w0 < 0 ? 0 : w0);
 			}
+			for (int h = h0; h < h1; h++)
+				for (int j = 0; j < k; j++) {
+					/* the columns q whose window holds
+					 * w = q stride - pad + j */
+					int qa = pad - j > 0 ? (pad - j +
+					    stride - 1) / stride : 0;
+					int last = W - 1 + pad - j;
+					int qb = last < 0 ? 0 : last / stride + 1;
+
+					if (qb > Q)
+						qb = Q;
+					for (int q = qa; q < qb; q++) {
+						int at = h * W + q * stride -
+						    pad + j;
+						float v = x[at], m = o[q];
+						/* selects, not a branch that
+						 * goes either way at random */
+						int t = (v > m) | (v != v);
+
+						o[q] = t ? v : m;
+						ix[q] = t ? at : ix[q];
+					}
+				}
 		}
 	}
 }
