@@ -204,8 +204,10 @@ fmt_cost(char *buf, size_t len, double usd)
 		snprintf(buf, len, "-");
 	else if (usd >= 100)
 		snprintf(buf, len, "$%.0f", usd);
-	else
+	else if (usd >= 0.01 || usd == 0)
 		snprintf(buf, len, "$%.3f", usd);
+	else	/* a short demo's cent fractions: keep two digits */
+		snprintf(buf, len, "$%.2g", usd);
 }
 
 static void
