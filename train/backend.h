@@ -37,7 +37,8 @@ struct pool_shape {
 struct backend {
 	const char *name;
 
-	/* ---- memory ---- */
+	/* ---- memory (a 0-byte call does nothing, and its pointers may be
+	 * NULL: an empty tensor may have no memory) ---- */
 	void *(*alloc)(size_t bytes);		/* zero-filled, NULL on failure */
 	void (*free)(void *p);
 	void (*zero)(void *p, size_t bytes);

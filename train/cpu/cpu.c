@@ -118,13 +118,14 @@ cpu_free(void *p)
 static void
 cpu_zero(void *p, size_t bytes)
 {
-	memset(p, 0, bytes);
+	if (bytes > 0)		/* an empty tensor may have no memory at all */
+		memset(p, 0, bytes);
 }
 
 static void
 cpu_copy(void *dst, const void *src, size_t bytes)
 {
-	if (dst != src)
+	if (dst != src && bytes > 0)
 		memmove(dst, src, bytes);
 }
 
