@@ -415,7 +415,7 @@ static double
 step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 {
 	const struct step_hooks *h = strategy_hooks(r->s);
-	double t0, t1, t2, t3, t4, comm, loss[2];
+	double t0, t1, t2, t3, t4, comm, fwd_comm, loss[2];
 	float l;
 
 	t0 = now();
@@ -426,6 +426,7 @@ step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 	l = model_forward(&r->m, db->n, db->x, db->y, r->cfg->label_smoothing,
 	    1, h);
 	t2 = now();
+	fwd_comm = strategy_comm_so_far(r->s);	/* FSDP's gathers */
 	model_backward(&r->m, db->n, r->cfg->label_smoothing, 1.0f, h);
 	comm = strategy_end_backward(r->s);
 	t3 = now();
@@ -435,14 +436,11 @@ step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 	loss[0] = (double)l * db->n;
 	loss[1] = db->n;
 	comm_sum_double(r->c, loss, 2);
-	tm->h2d += t1 - t0;
-	tm->fwd += t2 - t1;
 	/* waits inside the hooks are part of the forward and backward wall
 	 * time; report them as communication, not compute */
-	if (comm <= t3 - t2)
-		tm->bwd += t3 - t2 - comm;
-	else
-		tm->fwd -= comm - (t3 - t2);
+	tm->h2d += t1 - t0;
+	tm->fwd += t2 - t1 - fwd_comm;
+	tm->bwd += t3 - t2 - (comm - fwd_comm);
 	tm->comm += comm;
 	tm->optim += t4 - t3;
 	return loss[1] > 0 ? loss[0] / loss[1] : 0;

@@ -611,6 +611,12 @@ strategy_end_backward(struct strategy *s)
 	return t;
 }
 
+double
+strategy_comm_so_far(const struct strategy *s)
+{
+	return s->comm_s;
+}
+
 const struct strategy_view *
 strategy_view(struct strategy *s)
 {

@@ -54,6 +54,10 @@ void strategy_begin_step(struct strategy *s);
  * and backward. */
 double strategy_end_backward(struct strategy *s);
 
+/* Seconds waited on communication so far in this step (forward's
+ * gathers, when read between forward and backward). */
+double strategy_comm_so_far(const struct strategy *s);
+
 const struct strategy_view *strategy_view(struct strategy *s);
 
 /* Copy the whole flat vector (nflat floats) to host memory on every rank,
