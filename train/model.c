@@ -95,40 +95,33 @@ model_config_from_name(struct model_config *cfg, const char *name,
 /* ------------------------------------------------------------------------ */
 /* building                                                                 */
 
-#define GROW(arr, n, cap) do {						\
-	if ((n) == (cap)) {						\
-		size_t nc_ = (cap) ? (size_t)(cap) * 2 : 16;		\
-		void *np_ = realloc((arr), nc_ * sizeof(*(arr)));	\
-		if (np_ == NULL)					\
-			return -1;					\
-		(arr) = np_;						\
-		(cap) = (int)nc_;					\
-	}								\
-} while (0)
-
-/* Capacities live next to the model in a side table keyed by pointer would
- * be overkill: the arrays only grow during build, so the capacity is kept
- * as the next power of two at or above the count. */
-static int
-cap_of(int n)
+/*
+ * Room for element n of a build-time array that doubles from 16 slots.
+ * The arrays only grow while a model is built, so the capacity follows
+ * from the count (it is reached at 0 and at each power of two from 16)
+ * and is not stored. Returns the new element, or NULL out of memory.
+ */
+static void *
+grow(void *arrp, int n, size_t size)
 {
-	int c = 16;
+	void **arr = arrp, *p;
 
-	if (n == 0)
-		return 0;
-	while (c < n)
-		c *= 2;
-	return c;
+	if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) {
+		p = realloc(*arr, (n ? 2 * (size_t)n : 16) * size);
+		if (p == NULL)
+			return NULL;
+		*arr = p;
+	}
+	return (char *)*arr + (size_t)n * size;
 }
 
 static int
 new_act(struct model *m, size_t per_sample, size_t fixed, int has_grad)
 {
-	int cap = cap_of(m->nacts);
-	struct act *a;
+	struct act *a = grow(&m->acts, m->nacts, sizeof(*a));
 
-	GROW(m->acts, m->nacts, cap);
-	a = &m->acts[m->nacts];
+	if (a == NULL)
+		return -1;
 	memset(a, 0, sizeof(*a));
 	a->per_sample = per_sample;
 	a->fixed = fixed;
@@ -140,18 +133,11 @@ new_act(struct model *m, size_t per_sample, size_t fixed, int has_grad)
 static struct layer *
 new_layer(struct model *m, enum layer_kind kind, int in)
 {
-	int cap = cap_of(m->nlayers);
-	struct layer *L;
+	struct layer *L = grow(&m->layers, m->nlayers, sizeof(*L));
 
-	if (m->nlayers == cap) {
-		size_t nc = cap ? (size_t)cap * 2 : 16;
-		void *np = realloc(m->layers, nc * sizeof(*m->layers));
-
-		if (np == NULL)
-			return NULL;
-		m->layers = np;
-	}
-	L = &m->layers[m->nlayers++];
+	if (L == NULL)
+		return NULL;
+	m->nlayers++;
 	memset(L, 0, sizeof(*L));
 	L->kind = kind;
 	L->block = m->nblocks - 1;
@@ -166,13 +152,12 @@ static int
 new_param(struct model *m, const char *prefix, const char *suffix, int ndim,
     const int *shape, int decay, int init, float scale)
 {
-	int cap = cap_of(m->nparams);
 	struct block *bk = &m->blocks[m->nblocks - 1];
-	struct param *p;
+	struct param *p = grow(&m->params, m->nparams, sizeof(*p));
 	int i;
 
-	GROW(m->params, m->nparams, cap);
-	p = &m->params[m->nparams];
+	if (p == NULL)
+		return -1;
 	memset(p, 0, sizeof(*p));
 	if (suffix)
 		snprintf(p->name, sizeof(p->name), "%s.%s", prefix, suffix);
@@ -201,11 +186,10 @@ static int
 new_buffer(struct model *m, const char *prefix, const char *suffix,
     size_t numel)
 {
-	int cap = cap_of(m->nbuffers);
-	struct buffer *b;
+	struct buffer *b = grow(&m->buffers, m->nbuffers, sizeof(*b));
 
-	GROW(m->buffers, m->nbuffers, cap);
-	b = &m->buffers[m->nbuffers];
+	if (b == NULL)
+		return -1;
 	snprintf(b->name, sizeof(b->name), "%s.%s", prefix, suffix);
 	b->off = m->nbuf;
 	b->numel = numel;
@@ -216,11 +200,10 @@ new_buffer(struct model *m, const char *prefix, const char *suffix,
 int
 model_begin_block(struct model *m, const char *name)
 {
-	int cap = cap_of(m->nblocks);
-	struct block *b;
+	struct block *b = grow(&m->blocks, m->nblocks, sizeof(*b));
 
-	GROW(m->blocks, m->nblocks, cap);
-	b = &m->blocks[m->nblocks];
+	if (b == NULL)
+		return -1;
 	memset(b, 0, sizeof(*b));
 	snprintf(b->name, sizeof(b->name), "%s", name);
 	b->off = m->nflat;
@@ -819,6 +802,8 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 	m->scratch_floats = scratch;
 	m->scratch = xalloc(m, scratch, &fail);
 	m->losses = xalloc(m, (size_t)max_batch, &fail);
+	if ((m->host_losses = malloc((size_t)max_batch * sizeof(float))) == NULL)
+		fail = 1;
 	m->probs = xalloc(m, (size_t)max_batch * m->num_classes, &fail);
 	m->labels = (int32_t *)xalloc(m, (size_t)max_batch, &fail);
 	if (m->nbuf)
@@ -860,6 +845,7 @@ model_free(struct model *m)
 		m->be->free(m->labels);
 		m->be->free(m->bufs);
 	}
+	free(m->host_losses);
 	free(m->layers);
 	free(m->params);
 	free(m->buffers);
@@ -1065,7 +1051,6 @@ model_forward(struct model *m, int B, const float *x, const int32_t *labels,
     float smoothing, int training, const struct step_hooks *h)
 {
 	const struct backend *be = m->be;
-	float host[256], *losses = host;
 	double sum = 0;
 	int b, i;
 
@@ -1083,13 +1068,9 @@ model_forward(struct model *m, int B, const float *x, const int32_t *labels,
 	}
 	be->xent_forward(m->losses, m->probs, A(m->logits), m->labels, B,
 	    m->num_classes, smoothing);
-	if (B > 256 && (losses = malloc((size_t)B * sizeof(float))) == NULL)
-		return NAN;
-	be->to_host(losses, m->losses, (size_t)B * sizeof(float));
+	be->to_host(m->host_losses, m->losses, (size_t)B * sizeof(float));
 	for (i = 0; i < B; i++)
-		sum += losses[i];
-	if (losses != host)
-		free(losses);
+		sum += m->host_losses[i];
 	return B > 0 ? (float)(sum / B) : 0;
 }
 

@@ -159,6 +159,7 @@ struct model {
 	float *scratch;			/* conv / attention scratch */
 	size_t scratch_floats;
 	float *losses, *probs;		/* (B), (B,K) */
+	float *host_losses;		/* (B) on the host, to average */
 	int32_t *labels;		/* (B) on the device */
 	size_t act_bytes;		/* activation memory allocated */
 
