@@ -67,8 +67,6 @@ struct data {
 	int32_t *y;
 	long next;			/* global step of the next batch */
 	long per_epoch;			/* batches per epoch */
-	int epoch;			/* of the next batch */
-	long index;
 	/* throttle */
 	int unthrottled;
 	double t0;
@@ -126,8 +124,6 @@ data_open(struct data *d, const struct train_config *cfg, int rank, int world,
 	d->local = cfg->batch / world;
 	d->classes = cfg->model.num_classes;
 	d->synthetic = synthetic;
-	d->epoch = epoch;
-	d->index = batch;
 	/* a throttled source delivers at its rate from the moment it is
 	 * opened, so its start-up time is inside the budget */
 	d->t0 = now();
