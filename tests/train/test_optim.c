@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "check.h"
 #include "cpu/cpu.h"
 #include "optim.h"
 
@@ -20,43 +21,10 @@
 
 static uint64_t rng_state = 0x243f6a8885a308d3ULL;
 
-/* uniform in [-1, 1) */
 static float
 frand(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	z ^= z >> 31;
-	return (float)((double)(z >> 40) * 0x1.0p-23 - 1.0);
-}
-
-static float *
-falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof *p);
-
-	CHECK(p != NULL);
-	return p;
-}
-
-static double
-check_close(const char *what, const float *got, const double *ref, size_t n,
-    double tol, double eps)
-{
-	double max = 0, e;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		e = fabs((double)got[i] - ref[i]);
-		if (!(e <= tol + fabs(ref[i]) * eps))
-			t_fail(__FILE__, __LINE__, "%s[%zu] = %.9g, want %.9g "
-			    "(error %.3g)", what, i, got[i], ref[i], e);
-		if (e > max)
-			max = e;
-	}
-	return max;
+	return t_frand(&rng_state);
 }
 
 /*
@@ -139,7 +107,7 @@ TEST(sgd_kernel_against_reference)
 	double max = 0;
 
 	for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-		float *p = falloc(n), *g = falloc(n), *buf = falloc(n);
+		float *p = t_falloc(n), *g = t_falloc(n), *buf = t_falloc(n);
 		double *rp = calloc(n, sizeof *rp), *rb = calloc(n, sizeof *rb);
 		float lr = 0.1f, mom = cases[k].momentum, wd = cases[k].wd;
 		int step;
@@ -167,9 +135,9 @@ TEST(sgd_kernel_against_reference)
 				rp[i] -= (double)lr * d;
 			}
 		}
-		max = fmax(max, check_close("sgd p", p, rp, n, 1e-6, 1e-5));
+		max = fmax(max, t_check_close("sgd p", p, rp, n, 1e-6, 1e-5));
 		if (mom != 0)
-			max = fmax(max, check_close("sgd buf", buf, rb, n, 1e-6,
+			max = fmax(max, t_check_close("sgd buf", buf, rb, n, 1e-6,
 			    1e-5));
 		free(p); free(g); free(buf); free(rp); free(rb);
 	}
@@ -180,7 +148,7 @@ TEST(adamw_kernel_against_reference)
 {
 	struct optim_config c = adamw_config();
 	size_t n = 1000, i;
-	float *p = falloc(n), *g = falloc(n), *m = falloc(n), *v = falloc(n);
+	float *p = t_falloc(n), *g = t_falloc(n), *m = t_falloc(n), *v = t_falloc(n);
 	double *rp = calloc(n, sizeof *rp), *rm = calloc(n, sizeof *rm);
 	double *rv = calloc(n, sizeof *rv), b1 = c.beta1, b2 = c.beta2;
 	double maxp, maxm, maxv;
@@ -209,9 +177,9 @@ TEST(adamw_kernel_against_reference)
 			    c.eps);
 		}
 	}
-	maxm = check_close("adamw m", m, rm, n, 1e-7, 1e-5);
-	maxv = check_close("adamw v", v, rv, n, 1e-10, 1e-5);
-	maxp = check_close("adamw p", p, rp, n, 1e-6, 1e-6);
+	maxm = t_check_close("adamw m", m, rm, n, 1e-7, 1e-5);
+	maxv = t_check_close("adamw v", v, rv, n, 1e-10, 1e-5);
+	maxp = t_check_close("adamw p", p, rp, n, 1e-6, 1e-6);
 	t_diag("AdamW, 10 steps: max error p %.3g, m %.3g, v %.3g", maxp, maxm,
 	    maxv);
 	free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv);
@@ -292,7 +260,7 @@ check_decay(const struct strategy_view *v, const int *padding_from)
 	before = calloc(v->nsegs, sizeof *before);
 	CHECK(before != NULL);
 	for (s = 0; s < v->nsegs; s++) {
-		before[s] = falloc(v->segs[s].n);
+		before[s] = t_falloc(v->segs[s].n);
 		for (i = 0; i < v->segs[s].n; i++) {
 			v->segs[s].p[i] = 1.0f +
 			    (float)(v->segs[s].flat_off + i);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "check.h"
 #include "cpu/cpu.h"
 
 /* ------------------------------------------------------------------------ */
@@ -19,25 +20,10 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
-/* uniform in [-1, 1) */
 static float
 frand(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	z ^= z >> 31;
-	return (float)((double)(z >> 40) * 0x1.0p-23 - 1.0);
-}
-
-static float *
-falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof *p);
-
-	CHECK(p != NULL);
-	return p;
+	return t_frand(&rng_state);
 }
 
 static double *
@@ -52,7 +38,7 @@ dalloc(size_t n)
 static float *
 frandom(size_t n, float scale, float shift)
 {
-	float *p = falloc(n);
+	float *p = t_falloc(n);
 	size_t i;
 
 	for (i = 0; i < n; i++)
@@ -71,28 +57,6 @@ todouble(const float *x, size_t n)
 	return d;
 }
 
-/*
- * Fail unless every |got - ref| <= tol + |ref| eps. Returns the largest
- * absolute error so the caller can report it.
- */
-static double
-check_close(const char *what, const float *got, const double *ref, size_t n,
-    double tol, double eps)
-{
-	double max = 0, e;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		e = fabs((double)got[i] - ref[i]);
-		if (!(e <= tol + fabs(ref[i]) * eps))
-			t_fail(__FILE__, __LINE__, "%s[%zu] = %.9g, want %.9g "
-			    "(error %.3g)", what, i, got[i], ref[i], e);
-		if (e > max)
-			max = e;
-	}
-	return max;
-}
-
 /* got - base against ref: the part a backward pass accumulated. */
 static double
 check_added(const char *what, const float *got, const float *base,
@@ -103,7 +67,7 @@ check_added(const char *what, const float *got, const float *base,
 
 	for (i = 0; i < n; i++)
 		want[i] = (double)base[i] + ref[i];
-	max = check_close(what, got, want, n, tol, eps);
+	max = t_check_close(what, got, want, n, tol, eps);
 	free(want);
 	return max;
 }
@@ -216,9 +180,9 @@ matmul_case(int M, int K, int N, int bias, int want_dinp, double *maxf,
 {
 	size_t ni = (size_t)M * K, nw = (size_t)N * K, no = (size_t)M * N;
 	float *inp = frandom(ni, 1, 0), *w = frandom(nw, 1, 0);
-	float *b = bias ? frandom(N, 1, 0) : NULL, *out = falloc(no);
-	float *dout = frandom(no, 1, 0), *dinp = falloc(ni), *dw = falloc(nw);
-	float *db = bias ? falloc(N) : NULL;
+	float *b = bias ? frandom(N, 1, 0) : NULL, *out = t_falloc(no);
+	float *dout = frandom(no, 1, 0), *dinp = t_falloc(ni), *dw = t_falloc(nw);
+	float *db = bias ? t_falloc(N) : NULL;
 	struct mm c = { M, K, N, todouble(inp, ni), todouble(w, nw),
 	    bias ? todouble(b, N) : NULL };
 	double *rout = dalloc(no), *rdout = todouble(dout, no);
@@ -227,7 +191,7 @@ matmul_case(int M, int K, int N, int bias, int want_dinp, double *maxf,
 
 	cpu_matmul_forward(out, inp, w, b, M, K, N);
 	ref_matmul(&c, rout);
-	e = check_close("matmul out", out, rout, no, tol, 1e-5);
+	e = t_check_close("matmul out", out, rout, no, tol, 1e-5);
 	if (e > *maxf)
 		*maxf = e;
 
@@ -237,18 +201,18 @@ matmul_case(int M, int K, int N, int bias, int want_dinp, double *maxf,
 	fd_grad(ref_matmul, &c, c.w, nw, rdout, no, gw);
 	tol = 1e-5 * sqrt((double)(M > N ? M : N) + 1);
 	if (want_dinp)
-		e = check_close("matmul dinp", dinp, gi, ni, tol, 1e-4);
+		e = t_check_close("matmul dinp", dinp, gi, ni, tol, 1e-4);
 	else
 		for (size_t i = 0; i < ni; i++)
 			CHECK(dinp[i] == 0.0f);
 	if (e > *maxb)
 		*maxb = e;
-	e = check_close("matmul dw", dw, gw, nw, tol, 1e-4);
+	e = t_check_close("matmul dw", dw, gw, nw, tol, 1e-4);
 	if (e > *maxb)
 		*maxb = e;
 	if (bias) {
 		fd_grad(ref_matmul, &c, c.bias, N, rdout, no, gb);
-		e = check_close("matmul dbias", db, gb, N, tol, 1e-4);
+		e = t_check_close("matmul dbias", db, gb, N, tol, 1e-4);
 		if (e > *maxb)
 			*maxb = e;
 	}
@@ -282,9 +246,9 @@ TEST(matmul_large_directional)
 	int M = 130, K = 300, N = 70;
 	size_t ni = (size_t)M * K, nw = (size_t)N * K, no = (size_t)M * N;
 	float *inp = frandom(ni, 1, 0), *w = frandom(nw, 1, 0);
-	float *b = frandom(N, 1, 0), *out = falloc(no);
+	float *b = frandom(N, 1, 0), *out = t_falloc(no);
 	float *dout = frandom(no, 1, 0);
-	float *dinp = falloc(ni), *dw = falloc(nw), *db = falloc(N);
+	float *dinp = t_falloc(ni), *dw = t_falloc(nw), *db = t_falloc(N);
 	struct mm c = { M, K, N, todouble(inp, ni), todouble(w, nw),
 	    todouble(b, N) };
 	double *rout = dalloc(no), *rdout = todouble(dout, no), *u, e;
@@ -292,7 +256,7 @@ TEST(matmul_large_directional)
 
 	cpu_matmul_forward(out, inp, w, b, M, K, N);
 	ref_matmul(&c, rout);
-	e = check_close("matmul out", out, rout, no, 1e-4, 1e-5);
+	e = t_check_close("matmul out", out, rout, no, 1e-4, 1e-5);
 	t_diag("forward max error %.3g", e);
 	cpu_matmul_backward(dinp, dw, db, dout, inp, w, M, K, N);
 
@@ -326,8 +290,8 @@ TEST(matmul_accumulates)
 	size_t ni = (size_t)M * K, nw = (size_t)N * K, no = (size_t)M * N, i;
 	float *inp = frandom(ni, 1, 0), *w = frandom(nw, 1, 0);
 	float *dout = frandom(no, 1, 0);
-	float *d1[3] = { falloc(ni), falloc(nw), falloc(N) };
-	float *d2[3] = { falloc(ni), falloc(nw), falloc(N) };
+	float *d1[3] = { t_falloc(ni), t_falloc(nw), t_falloc(N) };
+	float *d2[3] = { t_falloc(ni), t_falloc(nw), t_falloc(N) };
 	float *pre[3] = { frandom(ni, 1, 0), frandom(nw, 1, 0),
 	    frandom(N, 1, 0) };
 	size_t n[3] = { ni, nw, N };
@@ -412,10 +376,10 @@ TEST(layernorm_against_reference)
 		size_t n = (size_t)M * C;
 		/* an offset mean checks the variance is taken centred */
 		float *inp = frandom(n, 1.5f, 3.0f), *g = frandom(C, 1, 0.5f);
-		float *b = frandom(C, 1, 0), *out = falloc(n);
-		float *mean = falloc(M), *rstd = falloc(M);
-		float *dout = frandom(n, 1, 0), *dinp = falloc(n);
-		float *dg = falloc(C), *db = falloc(C);
+		float *b = frandom(C, 1, 0), *out = t_falloc(n);
+		float *mean = t_falloc(M), *rstd = t_falloc(M);
+		float *dout = frandom(n, 1, 0), *dinp = t_falloc(n);
+		float *dg = t_falloc(C), *db = t_falloc(C);
 		struct ln c = { M, C, 1e-6, todouble(inp, n), todouble(g, C),
 		    todouble(b, C) };
 		double *rout = dalloc(n), *rdout = todouble(dout, n);
@@ -423,7 +387,7 @@ TEST(layernorm_against_reference)
 
 		cpu_layernorm_forward(out, mean, rstd, inp, g, b, M, C, 1e-6f);
 		ref_layernorm(&c, rout);
-		e = check_close("layernorm out", out, rout, n, 1e-5, 1e-5);
+		e = t_check_close("layernorm out", out, rout, n, 1e-5, 1e-5);
 		maxf = fmax(maxf, e);
 		for (i = 0; i < M; i++) {
 			double m = 0, v = 0;
@@ -435,9 +399,9 @@ TEST(layernorm_against_reference)
 			for (j = 0; j < C; j++)
 				v += pow(c.inp[(size_t)i * C + j] - m, 2);
 			v = 1 / sqrt(v / C + 1e-6);
-			e = check_close("mean", &mean[i], &m, 1, 1e-6, 1e-6);
+			e = t_check_close("mean", &mean[i], &m, 1, 1e-6, 1e-6);
 			maxs = fmax(maxs, e);
-			e = check_close("rstd", &rstd[i], &v, 1, 1e-6, 1e-5);
+			e = t_check_close("rstd", &rstd[i], &v, 1, 1e-6, 1e-5);
 			maxs = fmax(maxs, e / v);
 		}
 
@@ -446,11 +410,11 @@ TEST(layernorm_against_reference)
 		fd_grad(ref_layernorm, &c, c.inp, n, rdout, n, gi);
 		fd_grad(ref_layernorm, &c, c.gamma, C, rdout, n, gg);
 		fd_grad(ref_layernorm, &c, c.beta, C, rdout, n, gb);
-		e = check_close("layernorm dinp", dinp, gi, n, 2e-5, 1e-4);
+		e = t_check_close("layernorm dinp", dinp, gi, n, 2e-5, 1e-4);
 		maxb = fmax(maxb, e);
-		e = check_close("layernorm dgamma", dg, gg, C, 2e-5, 1e-4);
+		e = t_check_close("layernorm dgamma", dg, gg, C, 2e-5, 1e-4);
 		maxb = fmax(maxb, e);
-		e = check_close("layernorm dbeta", db, gb, C, 2e-5, 1e-4);
+		e = t_check_close("layernorm dbeta", db, gb, C, 2e-5, 1e-4);
 		maxb = fmax(maxb, e);
 
 		/* accumulation: a second pass adds the same again */
@@ -458,10 +422,10 @@ TEST(layernorm_against_reference)
 		    M, C);
 		for (i = 0; i < C; i++)
 			gb[i] *= 2;
-		check_close("layernorm dbeta twice", db, gb, C, 4e-5, 1e-4);
+		t_check_close("layernorm dbeta twice", db, gb, C, 4e-5, 1e-4);
 		for (size_t k = 0; k < n; k++)
 			gi[k] *= 2;
-		check_close("layernorm dinp twice", dinp, gi, n, 4e-5, 1e-4);
+		t_check_close("layernorm dinp twice", dinp, gi, n, 4e-5, 1e-4);
 
 		free(inp); free(g); free(b); free(out); free(mean); free(rstd);
 		free(dout); free(dinp); free(dg); free(db); free(c.inp);
@@ -535,18 +499,18 @@ attention_case(int B, int T, int C, int NH, int per_element, double *maxf,
 {
 	size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
 	size_t na = (size_t)B * NH * T * T;
-	float *qkv = frandom(nq, 1.5f, 0), *out = falloc(no), *att = falloc(na);
-	float *dout = frandom(no, 1, 0), *dqkv = falloc(nq);
-	float *scratch = falloc(cpu_attention_scratch(B, T, C, NH));
+	float *qkv = frandom(nq, 1.5f, 0), *out = t_falloc(no), *att = t_falloc(na);
+	float *dout = frandom(no, 1, 0), *dqkv = t_falloc(nq);
+	float *scratch = t_falloc(cpu_attention_scratch(B, T, C, NH));
 	struct at c = { B, T, C, NH, todouble(qkv, nq), dalloc(na) };
 	double *rout = dalloc(no), *rdout = todouble(dout, no), *g, e;
 	size_t i;
 
 	cpu_attention_forward(out, att, qkv, B, T, C, NH);
 	ref_attention(&c, rout);
-	e = check_close("attention out", out, rout, no, 1e-5, 1e-5);
+	e = t_check_close("attention out", out, rout, no, 1e-5, 1e-5);
 	*maxf = fmax(*maxf, e);
-	e = check_close("attention att", att, c.att, na, 1e-6, 1e-5);
+	e = t_check_close("attention att", att, c.att, na, 1e-6, 1e-5);
 	*maxf = fmax(*maxf, e);
 	free(c.att);
 	c.att = NULL;
@@ -555,14 +519,14 @@ attention_case(int B, int T, int C, int NH, int per_element, double *maxf,
 	if (per_element) {
 		g = dalloc(nq);
 		fd_grad(ref_attention, &c, c.qkv, nq, rdout, no, g);
-		e = check_close("attention dqkv", dqkv, g, nq, 2e-5, 1e-4);
+		e = t_check_close("attention dqkv", dqkv, g, nq, 2e-5, 1e-4);
 		*maxb = fmax(*maxb, e);
 		/* a second pass adds the same again */
 		cpu_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C,
 		    NH);
 		for (i = 0; i < nq; i++)
 			g[i] *= 2;
-		check_close("attention dqkv twice", dqkv, g, nq, 4e-5, 1e-4);
+		t_check_close("attention dqkv twice", dqkv, g, nq, 4e-5, 1e-4);
 	} else {
 		g = dalloc(nq);
 		for (i = 0; i < nq; i++)
@@ -607,7 +571,7 @@ TEST(attention_large_scores)
 {
 	int B = 1, T = 4, C = 2, NH = 1;
 	size_t nq = (size_t)B * T * 3 * C, i;
-	float *qkv = falloc(nq), out[8], att[16];
+	float *qkv = t_falloc(nq), out[8], att[16];
 
 	for (i = 0; i < nq; i++)
 		qkv[i] = (i % 3 == 0 ? 300.0f : -200.0f) + (float)i;
@@ -661,7 +625,7 @@ TEST(patchify_against_reference)
 		int W = shapes[s][3], p = shapes[s][4];
 		size_t ni = (size_t)B * C * H * W;
 		size_t no = (size_t)B * (H / p) * (W / p) * C * p * p;
-		float *img = frandom(ni, 1, 0), *out = falloc(no);
+		float *img = frandom(ni, 1, 0), *out = t_falloc(no);
 		float *dout = frandom(no, 1, 0), *dimg = frandom(ni, 1, 0);
 		float *pre = malloc(ni * sizeof *pre);
 		struct pf c = { B, C, H, W, p, todouble(img, ni) };
@@ -672,7 +636,7 @@ TEST(patchify_against_reference)
 		memcpy(pre, dimg, ni * sizeof *pre);
 		cpu_patchify_forward(out, img, B, C, H, W, p);
 		ref_patchify(&c, rout);
-		check_close("patchify out", out, rout, no, 0, 0);
+		t_check_close("patchify out", out, rout, no, 0, 0);
 		cpu_patchify_backward(dimg, dout, B, C, H, W, p);
 		fd_grad(ref_patchify, &c, c.img, ni, rdout, no, g);
 		/* dropped pixels get nothing; the rest one value each */
@@ -718,9 +682,9 @@ TEST(tokens_against_reference)
 		size_t nx = (size_t)B * T * C, np = (size_t)(T + 1) * C;
 		size_t no = (size_t)B * (T + 1) * C;
 		float *x = frandom(nx, 1, 0), *cls = frandom(C, 1, 0);
-		float *pos = frandom(np, 1, 0), *out = falloc(no);
-		float *dout = frandom(no, 1, 0), *dx = falloc(nx);
-		float *dcls = falloc(C), *dpos = falloc(np);
+		float *pos = frandom(np, 1, 0), *out = t_falloc(no);
+		float *dout = frandom(no, 1, 0), *dx = t_falloc(nx);
+		float *dcls = t_falloc(C), *dpos = t_falloc(np);
 		struct tk c = { B, T, C, todouble(x, nx), todouble(cls, C),
 		    todouble(pos, np) };
 		double *rout = dalloc(no), *rdout = todouble(dout, no);
@@ -728,23 +692,23 @@ TEST(tokens_against_reference)
 
 		cpu_tokens_forward(out, x, cls, pos, B, T, C);
 		ref_tokens(&c, rout);
-		e = check_close("tokens out", out, rout, no, 0, 1.2e-7);
+		e = t_check_close("tokens out", out, rout, no, 0, 1.2e-7);
 		maxf = fmax(maxf, e);
 		cpu_tokens_backward(dx, dcls, dpos, dout, B, T, C);
 		fd_grad(ref_tokens, &c, c.x, nx, rdout, no, gx);
 		fd_grad(ref_tokens, &c, c.cls, C, rdout, no, gc);
 		fd_grad(ref_tokens, &c, c.pos, np, rdout, no, gp);
-		e = check_close("tokens dx", dx, gx, nx, 1e-6, 1e-6);
+		e = t_check_close("tokens dx", dx, gx, nx, 1e-6, 1e-6);
 		maxb = fmax(maxb, e);
-		e = check_close("tokens dcls", dcls, gc, C, 1e-6, 1e-6);
+		e = t_check_close("tokens dcls", dcls, gc, C, 1e-6, 1e-6);
 		maxb = fmax(maxb, e);
-		e = check_close("tokens dpos", dpos, gp, np, 1e-6, 1e-6);
+		e = t_check_close("tokens dpos", dpos, gp, np, 1e-6, 1e-6);
 		maxb = fmax(maxb, e);
 		/* dx NULL is allowed; the rest accumulates */
 		cpu_tokens_backward(NULL, dcls, dpos, dout, B, T, C);
 		for (size_t i = 0; i < np; i++)
 			gp[i] *= 2;
-		check_close("tokens dpos twice", dpos, gp, np, 2e-6, 1e-6);
+		t_check_close("tokens dpos twice", dpos, gp, np, 2e-6, 1e-6);
 		free(x); free(cls); free(pos); free(out); free(dout); free(dx);
 		free(dcls); free(dpos); free(c.x); free(c.cls); free(c.pos);
 		free(rout); free(rdout); free(gx); free(gc); free(gp);
@@ -822,14 +786,14 @@ TEST(xent_against_reference)
 	double maxf = 0, maxb = 0, e;
 
 	for (e_i = 0; e_i < sizeof eps / sizeof eps[0]; e_i++) {
-		float *logits = frandom(n, 4, 0), *probs = falloc(n);
-		float losses[6], *d = falloc(n), scale = 0.37f;
+		float *logits = frandom(n, 4, 0), *probs = t_falloc(n);
+		float losses[6], *d = t_falloc(n), scale = 0.37f;
 		struct xe c = { B, K, eps[e_i], todouble(logits, n), labels };
 		double rl[6], sd[6], *g = dalloc(n);
 
 		cpu_xent_forward(losses, probs, logits, labels, B, K, eps[e_i]);
 		ref_xent(&c, rl);
-		e = check_close("xent loss", losses, rl, B, 1e-6, 1e-6);
+		e = t_check_close("xent loss", losses, rl, B, 1e-6, 1e-6);
 		maxf = fmax(maxf, e);
 		for (i = 0; i < B; i++) {
 			double s = 0;
@@ -841,12 +805,12 @@ TEST(xent_against_reference)
 		}
 		cpu_xent_backward(d, probs, labels, B, K, eps[e_i], scale);
 		fd_grad(ref_xent, &c, c.logits, n, sd, B, g);
-		e = check_close("xent dlogits", d, g, n, 1e-6, 1e-5);
+		e = t_check_close("xent dlogits", d, g, n, 1e-6, 1e-5);
 		maxb = fmax(maxb, e);
 		cpu_xent_backward(d, probs, labels, B, K, eps[e_i], scale);
 		for (k = 0; k < (int)n; k++)
 			g[k] *= 2;
-		check_close("xent dlogits twice", d, g, n, 2e-6, 1e-5);
+		t_check_close("xent dlogits twice", d, g, n, 2e-6, 1e-5);
 		free(logits); free(probs); free(d); free(c.logits); free(g);
 	}
 	t_diag("max error: loss %.3g, gradient vs differences %.3g", maxf,
@@ -891,7 +855,7 @@ struct pipe_out {
 static float *
 keep(struct pipe_out *o, size_t n)
 {
-	float *p = falloc(n);
+	float *p = t_falloc(n);
 
 	o->bufs[o->nbufs] = p;
 	o->n[o->nbufs++] = n;
@@ -958,7 +922,7 @@ pipeline(struct pipe_out *o, int threads)
 	dcls = keep(o, C);
 	cpu_tokens_backward(dout, dcls, dpos, dtok, B, T, C);
 	dqkv = keep(o, nx * 3);
-	scratch = falloc(cpu_attention_scratch(B, T, C, NH));
+	scratch = t_falloc(cpu_attention_scratch(B, T, C, NH));
 	cpu_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
 	dln = keep(o, nx);
 	dw = keep(o, (size_t)3 * C * C);
