@@ -188,9 +188,23 @@ use_avx2(void)
 #endif
 }
 
-/* Each thread takes a fixed slice (a multiple of 8 floats), so where the
- * vector and the scalar tail meet depends on n and the thread count only. */
-#define GELU_SLICE(n, t, nt) (((n) / 8 * (t) / (nt)) * 8)
+/*
+ * The calling thread's slice [*i0, *i1) of n: a fixed share, a multiple of
+ * 8 floats, so where the vector and the scalar tail meet depends on n and
+ * the thread count only.
+ */
+static void
+gelu_slice(size_t n, size_t *i0, size_t *i1)
+{
+	size_t t = 0, nt = 1;
+
+#ifdef _OPENMP
+	t = (size_t)omp_get_thread_num();
+	nt = (size_t)omp_get_num_threads();
+#endif
+	*i0 = n / 8 * t / nt * 8;
+	*i1 = t == nt - 1 ? n : n / 8 * (t + 1) / nt * 8;
+}
 
 /* out = x/2 (1 + erf(x/sqrt 2)), PyTorch's nn.GELU() default */
 void
@@ -200,15 +214,9 @@ cpu_gelu_forward(float *out, const float *inp, size_t n)
 
 #pragma omp parallel if (n > CPU_PAR_MIN / 8)
 	{
-		int t = 0, nt = 1;
 		size_t i0, i1;
 
-#ifdef _OPENMP
-		t = omp_get_thread_num();
-		nt = omp_get_num_threads();
-#endif
-		i0 = GELU_SLICE(n, t, nt);
-		i1 = t == nt - 1 ? n : GELU_SLICE(n, t + 1, nt);
+		gelu_slice(n, &i0, &i1);
 #ifdef HAVE_GELU8
 		if (wide)
 			gelu_fwd8(out, inp, i0, i1);
@@ -228,15 +236,9 @@ cpu_gelu_backward(float *dinp, const float *dout, const float *inp,
 
 #pragma omp parallel if (n > CPU_PAR_MIN / 8)
 	{
-		int t = 0, nt = 1;
 		size_t i0, i1;
 
-#ifdef _OPENMP
-		t = omp_get_thread_num();
-		nt = omp_get_num_threads();
-#endif
-		i0 = GELU_SLICE(n, t, nt);
-		i1 = t == nt - 1 ? n : GELU_SLICE(n, t + 1, nt);
+		gelu_slice(n, &i0, &i1);
 #ifdef HAVE_GELU8
 		if (wide)
 			gelu_bwd8(dinp, dout, inp, i0, i1);
