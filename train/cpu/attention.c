@@ -5,7 +5,7 @@
  * with the heads side by side again in (B,T,C).
  *
  * Each (b,h) pair is a few small GEMMs on strided views of qkv. OpenMP
- * hands out the pairs and OpenBLAS runs single-threaded inside them, so
+ * hands out the pairs and each runs single-threaded GEMMs (cpu_sgemm), so
  * every pair is computed the same way whatever the thread count.
  */
 #include "config.h"
@@ -20,20 +20,13 @@
 
 #include "cpu.h"
 
-/* OpenBLAS's own knob; cblas.h declares it in OpenBLAS builds only. */
-void openblas_set_num_threads(int n);
-
 /* Per-thread (T,T) scratch buffers backward uses; more threads than this
  * do not take part in attention backward. */
 #define ATT_SLOTS 64
 
-/*
- * GEMMs issued from inside an OpenMP region must not start OpenBLAS's own
- * threads on top: drop it to one thread around the region. With one
- * kernel thread there is no region and OpenBLAS keeps its setting.
- */
+/* Threads for a loop over pairs: no more than there are pairs, or cap. */
 static int
-region_begin(int pairs, int cap)
+team(int pairs, int cap)
 {
 	int n = cpu_threads();
 
@@ -41,18 +34,7 @@ region_begin(int pairs, int cap)
 		n = pairs;
 	if (n > cap)
 		n = cap;
-	if (n < 1)
-		n = 1;
-	if (n > 1)
-		openblas_set_num_threads(1);
-	return n;
-}
-
-static void
-region_end(int n)
-{
-	if (n > 1)
-		openblas_set_num_threads(cpu_threads());
+	return n < 1 ? 1 : n;
 }
 
 /* One row of scores -> probabilities, max subtracted first. */
@@ -89,7 +71,7 @@ cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || hd <= 0)
 		return;
-	nthr = region_begin(pairs, pairs);
+	nthr = team(pairs, pairs);
 	#pragma omp parallel for num_threads(nthr) schedule(static)
 	for (bh = 0; bh < pairs; bh++) {
 		int b = bh / NH, h = bh % NH, i;
@@ -107,7 +89,6 @@ cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 		cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T,
 		    1.0f, a, T, v, C3, 0.0f, o, C);
 	}
-	region_end(nthr);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -137,7 +118,7 @@ cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || hd <= 0)
 		return;
-	nthr = region_begin(pairs, ATT_SLOTS);
+	nthr = team(pairs, ATT_SLOTS);
 	#pragma omp parallel num_threads(nthr)
 	{
 #ifdef _OPENMP
@@ -183,5 +164,4 @@ cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
 			    T, hd, T, scale, da, T, q, C3, 1.0f, dk, C3);
 		}
 	}
-	region_end(nthr);
 }

@@ -26,11 +26,6 @@
 
 #include "cpu.h"
 
-/* OpenBLAS's own knobs; cblas.h declares them in OpenBLAS builds only. */
-int openblas_get_parallel(void);
-int openblas_get_num_threads(void);
-void openblas_set_num_threads(int n);
-
 /*
  * A chunk aims for CONV_COLS columns and its col and output buffers for at
  * most CONV_SCRATCH_MAX floats (16 MiB); one sample may exceed that on its
@@ -56,16 +51,6 @@ void openblas_set_num_threads(int n);
 
 /* Below this many multiply-adds a convolution runs on one thread. */
 #define PAR_MIN_MACS		((size_t)1 << 18)
-
-/*
- * GEMMs are cut into at most GEMM_TILES tiles of at least GEMM_TILE_MIN
- * rows or columns (multiples of 16) along the longer side of the output.
- * OpenBLAS's rounding depends on the sizes it is handed (kernel paths, K
- * blocking), so the tiles depend on the shape alone and any number of
- * threads gives the same bits.
- */
-#define GEMM_TILES		16
-#define GEMM_TILE_MIN		64
 
 /* ------------------------------------------------------------------------ */
 /* plans: runs, groups and the scratch layout                               */
@@ -345,52 +330,6 @@ cpu_conv2d_scratch(const struct conv_shape *s)
 /* ------------------------------------------------------------------------ */
 /* GEMMs                                                                    */
 
-/*
- * One thread pool does all the work: the OpenMP threads run
- * single-threaded SGEMMs on tiles. Letting OpenBLAS's own pthreads run the
- * GEMMs between OpenMP loops makes the two pools fight for the cores
- * (libgomp's idle threads spin for milliseconds). OpenBLAS's pthreads
- * build is told to stay serial for the duration; its OpenMP build is
- * serial inside a parallel region anyway.
- */
-static int
-blas_serial_begin(void)
-{
-	int n;
-
-	if (openblas_get_parallel() != 1)
-		return 0;
-	n = openblas_get_num_threads();
-	if (n > 1)
-		openblas_set_num_threads(1);
-	return n;
-}
-
-static void
-blas_serial_end(int n)
-{
-	if (n > 1)
-		openblas_set_num_threads(n);
-}
-
-/* Tile t of [0, dim): [*lo, *lo + *len); 0 when there is no tile t. */
-static int
-tile_get(int dim, int t, int *lo, int *len)
-{
-	int nt = dim / GEMM_TILE_MIN, per;
-
-	if (nt > GEMM_TILES)
-		nt = GEMM_TILES;
-	if (nt < 1)
-		nt = 1;
-	per = ((dim + nt - 1) / nt + 15) / 16 * 16;
-	if (t * per >= dim)
-		return 0;
-	*lo = t * per;
-	*len = dim - *lo < per ? dim - *lo : per;
-	return 1;
-}
-
 /* C (M,N) = op(A) (M,K) . op(B) (K,N) + beta C, row-major, on this thread */
 static void
 gemm(int ta, int tb, int M, int N, int K, const float *A, size_t lda,
@@ -425,16 +364,16 @@ gemm_forward(const struct conv_plan *pl, int n, const float *wt,
 	size_t ldcol = pl->flat ? N : rows;
 
 #pragma omp for schedule(dynamic, 1)
-	for (int it = 0; it < G * GEMM_TILES; it++) {
+	for (int it = 0; it < G * CPU_TILES; it++) {
 		struct group gr;
 		int cols, byrows, lo, len, m0, mm, nn;
 		size_t c0;
 		float *o;
 
-		plan_group(pl, it / GEMM_TILES, n, &gr);
+		plan_group(pl, it / CPU_TILES, n, &gr);
 		cols = n * gr.size;
 		byrows = K >= cols;
-		if (!tile_get(byrows ? K : cols, it % GEMM_TILES, &lo, &len))
+		if (!cpu_tile(byrows ? K : cols, it % CPU_TILES, &lo, &len))
 			continue;
 		m0 = byrows ? lo : 0;
 		mm = byrows ? len : K;
@@ -477,10 +416,10 @@ gemm_dweight(const struct conv_plan *pl, int n, const float *dg,
 	size_t N = (size_t)n * pl->pq, rows = (size_t)pl->rows;
 
 #pragma omp for schedule(dynamic, 1)
-	for (int it = 0; it < pl->lr * GEMM_TILES; it++) {
-		int r = pl->hr0 + it / GEMM_TILES, lo, len;
+	for (int it = 0; it < pl->lr * CPU_TILES; it++) {
+		int r = pl->hr0 + it / CPU_TILES, lo, len;
 
-		if (!tile_get(U, it % GEMM_TILES, &lo, &len))
+		if (!cpu_tile(U, it % CPU_TILES, &lo, &len))
 			continue;
 		for (int g = 0; g < G; g++) {
 			struct group gr;
@@ -518,13 +457,13 @@ gemm_dcol(const struct conv_plan *pl, int n, const float *wt,
 	size_t N = (size_t)n * pl->pq, rows = (size_t)pl->rows;
 
 #pragma omp for schedule(dynamic, 1)
-	for (int it = 0; it < G * nblk * GEMM_TILES; it++) {
+	for (int it = 0; it < G * nblk * CPU_TILES; it++) {
 		struct group gr;
-		int blk = it / GEMM_TILES % nblk, cols, nrow, byrows, lo, len;
+		int blk = it / CPU_TILES % nblk, cols, nrow, byrows, lo, len;
 		int mm, nn;
 		size_t rb, m0, c0;
 
-		plan_group(pl, it / (GEMM_TILES * nblk), n, &gr);
+		plan_group(pl, it / (CPU_TILES * nblk), n, &gr);
 		if (group_empty(&gr))
 			continue;
 		if (group_wide(pl, &gr)) {
@@ -540,7 +479,7 @@ gemm_dcol(const struct conv_plan *pl, int n, const float *wt,
 		}
 		cols = n * gr.size;
 		byrows = nrow >= cols;
-		if (!tile_get(byrows ? nrow : cols, it % GEMM_TILES, &lo, &len))
+		if (!cpu_tile(byrows ? nrow : cols, it % CPU_TILES, &lo, &len))
 			continue;
 		m0 = rb + (byrows ? (size_t)lo : 0);
 		mm = byrows ? len : nrow;
@@ -900,11 +839,11 @@ forward_fused(const struct conv_shape *s, float *colbuf, int n,
 	size_t rows = (size_t)s->C * s->R * s->S;
 
 #pragma omp for schedule(dynamic, 1)
-	for (int t = 0; t < GEMM_TILES; t++) {
+	for (int t = 0; t < CPU_TILES; t++) {
 		int lo, len;
 		float *col;
 
-		if (!tile_get((int)N, t, &lo, &len))
+		if (!cpu_tile((int)N, t, &lo, &len))
 			continue;
 		col = colbuf + (size_t)lo * rows;
 
@@ -934,10 +873,10 @@ dweight_fused(const struct conv_plan *pl, int n, const float *dg,
 	size_t N = (size_t)n * pl->pq, rows = (size_t)pl->rows;
 
 #pragma omp for schedule(dynamic, 1)
-	for (int t = 0; t < GEMM_TILES; t++) {
+	for (int t = 0; t < CPU_TILES; t++) {
 		int lo, len;
 
-		if (!tile_get((int)rows, t, &lo, &len))
+		if (!cpu_tile((int)rows, t, &lo, &len))
 			continue;
 		im2col_block(pl->s, pl->col, N, 0, inp, lo, lo + len, 0, N);
 		gemm(0, 1, K, len, (int)N, dg, N, pl->col + (size_t)lo * N, N,
@@ -969,10 +908,9 @@ cpu_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
 {
 	struct conv_plan pl;
 	size_t PQ = (size_t)s->P * s->Q, HW = (size_t)s->H * s->W;
-	int blas, par = conv_parallel(s);
+	int par = conv_parallel(s);
 
 	plan_init(&pl, s, scratch);
-	blas = blas_serial_begin();
 	(void)par;
 #pragma omp parallel if (par)
 	{
@@ -1001,7 +939,6 @@ cpu_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
 				conv_addbias(o, bias, s->K, PQ);
 		}
 	}
-	blas_serial_end(blas);
 }
 
 /*
@@ -1016,10 +953,9 @@ cpu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
 {
 	struct conv_plan pl;
 	size_t PQ = (size_t)s->P * s->Q, HW = (size_t)s->H * s->W;
-	int blas, par = conv_parallel(s);
+	int par = conv_parallel(s);
 
 	plan_init(&pl, s, scratch);
-	blas = blas_serial_begin();
 	(void)par;
 #pragma omp parallel if (par)
 	{
@@ -1074,5 +1010,4 @@ cpu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
 		if (pl.perm)
 			taps_to_weight(&pl, dw, pl.dwp);
 	}
-	blas_serial_end(blas);
 }

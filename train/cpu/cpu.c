@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,16 +18,32 @@
 
 #include "cpu.h"
 
-/* OpenBLAS's own knob; cblas.h declares it in OpenBLAS builds only. */
+/* OpenBLAS's own knobs; cblas.h declares them in OpenBLAS builds only. */
+int openblas_get_parallel(void);
 void openblas_set_num_threads(int n);
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+
+#ifndef OPENBLAS_OPENMP		/* openblas_get_parallel(): the OpenMP build */
+#define OPENBLAS_OPENMP	2
+#endif
+
+/* Below this many multiply-adds a tiled GEMM runs on the calling thread. */
+#define GEMM_PAR_MIN	((size_t)1 << 18)
 
 static int nthreads = 1;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+/* OpenBLAS's OpenMP build, and ours: it threads a GEMM called outside an
+ * active parallel region unless blas_serial_begin() says not to. */
+static int blas_follows_omp;
+/* Open blas_serial_begin() calls and OpenMP's thread count before the
+ * first; only serial code touches them. */
+static int serial_depth, serial_saved;
+
 /*
- * GEMM time, in thread-seconds: a GEMM called from serial code runs on
- * every thread (OpenBLAS's OpenMP build shares the kernels' pool), so its
- * wall time counts once per thread; one called inside a parallel loop
- * (conv's tiles, attention's heads) counts on its own thread only. Each
- * thread adds into its own cache line.
+ * GEMM time, in thread-seconds: every GEMM runs on one thread (a tile of
+ * cpu_gemm() or of a convolution, an attention head) and counts on that
+ * thread only. Each thread adds into its own cache line.
  */
 #define GEMM_SLOTS 256
 static struct {
@@ -43,25 +60,161 @@ elapsed(const struct timespec *t0)
 	return (t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
+static int
+in_parallel(void)
+{
+#ifdef _OPENMP
+	return omp_in_parallel();
+#else
+	return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMMs: OpenBLAS always single-threaded, the tiles ours                   */
+
+/*
+ * OpenBLAS never splits a GEMM among threads here. How it would split one
+ * (and so which kernel computes an element, and where the K blocking
+ * rounds it) depends on the CPU model and the thread count: with its
+ * Haswell, Zen or Prescott kernels a 260x576x192 GEMM gives other bits on
+ * 2 threads than on 1. Its pthread build is set to one thread for good.
+ * Its OpenMP build is serial inside an active parallel region by itself;
+ * outside one it takes OpenMP's count, so a GEMM there is bracketed by
+ * blas_serial_begin() and _end(). openblas_set_num_threads() in that build
+ * sets OpenMP's count too, which the end of the bracket puts back.
+ * One pool then does all the work: OpenBLAS's own threads running GEMMs
+ * between OpenMP loops would fight the OpenMP threads for the cores
+ * (libgomp's idle threads spin for milliseconds).
+ */
+static void
+blas_init(void)
+{
+	int kind = openblas_get_parallel();
+
+#ifdef _OPENMP
+	blas_follows_omp = kind == OPENBLAS_OPENMP;
+#endif
+	(void)kind;
+	if (!blas_follows_omp)
+		openblas_set_num_threads(1);
+}
+
+static void
+blas_serial_begin(void)
+{
+	pthread_once(&blas_once, blas_init);
+	if (!blas_follows_omp || in_parallel() || serial_depth++ > 0)
+		return;
+#ifdef _OPENMP
+	serial_saved = omp_get_max_threads();
+#endif
+	if (serial_saved > 1)
+		openblas_set_num_threads(1);
+}
+
+static void
+blas_serial_end(void)
+{
+	if (!blas_follows_omp || in_parallel() || --serial_depth > 0)
+		return;
+	if (serial_saved > 1) {
+		openblas_set_num_threads(serial_saved);
+#ifdef _OPENMP
+		omp_set_num_threads(serial_saved);
+#endif
+	}
+}
+
 void
 cpu_sgemm(int order, int transa, int transb, int M, int N, int K,
     float alpha, const float *A, int lda, const float *B, int ldb,
     float beta, float *C, int ldc)
 {
 	struct timespec t0;
-	int slot = 0, weight = nthreads;
+	int slot = 0;
 
 #ifdef _OPENMP
-	if (omp_in_parallel()) {
-		slot = omp_get_thread_num() % GEMM_SLOTS;
-		weight = 1;
-	}
+	slot = omp_get_thread_num() % GEMM_SLOTS;
 #endif
+	blas_serial_begin();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cblas_sgemm((enum CBLAS_ORDER)order, (enum CBLAS_TRANSPOSE)transa,
 	    (enum CBLAS_TRANSPOSE)transb, M, N, K, alpha, A, lda, B, ldb, beta,
 	    C, ldc);
-	gemm_seconds[slot].s += weight * elapsed(&t0);
+	gemm_seconds[slot].s += elapsed(&t0);
+	blas_serial_end();
+}
+
+int
+cpu_tile(int dim, int t, int *lo, int *len)
+{
+	int nt = dim / CPU_TILE_MIN, per;
+
+	if (nt > CPU_TILES)
+		nt = CPU_TILES;
+	if (nt < 1)
+		nt = 1;
+	per = ((dim + nt - 1) / nt + 15) / 16 * 16;
+	if (t * per >= dim)
+		return 0;
+	*lo = t * per;
+	*len = dim - *lo < per ? dim - *lo : per;
+	return 1;
+}
+
+/*
+ * The output is cut along its longer side, so each tile re-reads (and
+ * OpenBLAS re-packs) the smaller of the operands it shares with the others.
+ */
+void
+cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+    int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	int byrows = M >= N, par, t;
+	size_t macs = (size_t)M * N * K;
+
+	if (M <= 0 || N <= 0)
+		return;
+	par = nthreads > 1 && !in_parallel() && macs >= GEMM_PAR_MIN;
+	if (!par)
+		blas_serial_begin();
+	(void)par;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+	for (t = 0; t < CPU_TILES; t++) {
+		int lo, len;
+
+		if (!cpu_tile(byrows ? M : N, t, &lo, &len))
+			continue;
+		if (byrows)
+			cpu_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+			    tb ? CblasTrans : CblasNoTrans, len, N, K, alpha,
+			    ta ? A + lo : A + (size_t)lo * lda, lda, B, ldb,
+			    beta, C + (size_t)lo * ldc, ldc);
+		else
+			cpu_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+			    tb ? CblasTrans : CblasNoTrans, M, len, K, alpha,
+			    A, lda, tb ? B + (size_t)lo * ldb : B + lo, ldb,
+			    beta, C + lo, ldc);
+	}
+	if (!par)
+		blas_serial_end();
+}
+
+const char *
+cpu_blas_core(void)
+{
+	const char *s = openblas_get_corename();
+
+	return s != NULL ? s : "unknown";
+}
+
+const char *
+cpu_blas_config(void)
+{
+	const char *s = openblas_get_config();
+
+	return s != NULL ? s : "unknown";
 }
 
 double
@@ -74,6 +227,9 @@ cpu_gemm_seconds(void)
 		s += gemm_seconds[i].s;
 	return s / nthreads;
 }
+
+/* ------------------------------------------------------------------------ */
+/* threads and memory                                                       */
 
 int
 cpu_threads(void)
@@ -89,7 +245,9 @@ cpu_set_threads(int n)
 		n = c > 0 ? (int)c : 1;
 	}
 	nthreads = n;
-	openblas_set_num_threads(n);
+	pthread_once(&blas_once, blas_init);
+	if (blas_follows_omp)
+		openblas_set_num_threads(n);
 #ifdef _OPENMP
 	omp_set_num_threads(n);
 #endif

@@ -20,11 +20,37 @@
 /* Threads the kernels may use (OpenMP and OpenBLAS agree on it). */
 int cpu_threads(void);
 
-/* Every GEMM goes through here: cblas_sgemm, timed, so a run can report
- * how much of its step time BLAS took. */
+/*
+ * GEMMs. OpenBLAS runs single-threaded; parallel GEMMs are cut into tiles
+ * whose sizes depend on the shape alone, so an element is computed by the
+ * same single-threaded call at any thread count (shardtrain(1),
+ * DETERMINISM). Tiles are at most CPU_TILES along one side of the output,
+ * each at least CPU_TILE_MIN long (a multiple of 16) unless the side is
+ * shorter.
+ */
+#define CPU_TILES	16
+#define CPU_TILE_MIN	64
+
+/* Tile t of [0, dim): [*lo, *lo + *len); 0 when there is no tile t. */
+int cpu_tile(int dim, int t, int *lo, int *len);
+
+/* One cblas_sgemm, single-threaded on the calling thread, timed so a run
+ * can report how much of its step time BLAS took. */
 void cpu_sgemm(int order, int transa, int transb, int M, int N, int K,
     float alpha, const float *A, int lda, const float *B, int ldb,
     float beta, float *C, int ldc);
+
+/* C (M,N) = alpha op(A) (M,K) . op(B) (K,N) + beta C, row-major, from
+ * serial code: the tiles go to the kernel threads. */
+void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha,
+    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+    int ldc);
+/* The kernel set OpenBLAS chose for this CPU (or OPENBLAS_CORETYPE):
+ * "Haswell", "Zen", "SkylakeX", ... Bits differ between kernel sets. */
+const char *cpu_blas_core(void);
+/* OpenBLAS's build line: version, DYNAMIC_ARCH (OPENBLAS_CORETYPE works
+ * only then), the default core, MAX_THREADS. */
+const char *cpu_blas_config(void);
 /* Seconds of the whole thread team's time spent in cpu_sgemm since the
  * process started, divided by the team's size: comparable with wall time. */
 double cpu_gemm_seconds(void);

@@ -1,14 +1,12 @@
 /*
  * matmul.c - the linear layer on the CPU: out = inp . w^T + bias as one
- * OpenBLAS GEMM (nn.Linear's layout, weight (N,K)), and its backward as two
+ * tiled GEMM (nn.Linear's layout, weight (N,K)), and its backward as two
  * GEMMs plus a column sum for the bias.
  */
 #include "config.h"
 
 #include <stddef.h>
 #include <string.h>
-
-#include <cblas.h>
 
 #include "cpu.h"
 
@@ -43,8 +41,7 @@ cpu_matmul_forward(float *out, const float *inp, const float *w,
 			memset(out, 0, (size_t)M * N * sizeof *out);
 		return;
 	}
-	cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K,
-	    1.0f, inp, K, w, K, beta, out, N);
+	cpu_gemm(0, 1, M, N, K, 1.0f, inp, K, w, K, beta, out, N);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -90,11 +87,10 @@ cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 	if (K > 0) {
 		/* dinp (M,K) += dout (M,N) . w (N,K) */
 		if (dinp != NULL)
-			cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-			    M, K, N, 1.0f, dout, N, w, K, 1.0f, dinp, K);
+			cpu_gemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 1.0f,
+			    dinp, K);
 		/* dw (N,K) += dout^T (N,M) . inp (M,K) */
-		cpu_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M,
-		    1.0f, dout, N, inp, K, 1.0f, dw, K);
+		cpu_gemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
 	}
 	if (dbias != NULL)
 		bias_backward(dbias, dout, M, N);
