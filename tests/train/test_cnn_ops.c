@@ -1267,20 +1267,29 @@ run_all(int threads, size_t *len)
 	return res;
 }
 
+/* Bit for bit at 1, 2 and 3 threads and in a second run at 2; see
+ * bit_identical_across_runs_and_threads in test_vit_ops.c. */
 TEST(cnn_deterministic)
 {
-	size_t n1, n2, n3;
-	float *a = run_all(1, &n1), *b = run_all(2, &n2), *c = run_all(2, &n3);
+	static const int threads[] = { 1, 2, 3, 2 };
+	float *res[4];
+	size_t n[4];
+	int r;
 
-	CHECK(n1 == n2 && n2 == n3);
-	t_diag("%zu floats of results compared", n1);
-	CHECK_MEM_EQ(b, c, n2 * sizeof(float));		/* run to run */
-	for (size_t i = 0; i < n1; i++)
-		if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-			t_diag("first difference at %zu: %.9g vs %.9g", i,
-			    a[i], b[i]);
-			break;
-		}
-	CHECK_MEM_EQ(a, b, n1 * sizeof(float));		/* 1 vs 2 threads */
-	free(a), free(b), free(c);
+	t_diag("OpenBLAS core: %s (%s)", cpu_blas_core(), cpu_blas_config());
+	for (r = 0; r < 4; r++)
+		res[r] = run_all(threads[r], &n[r]);
+	t_diag("%zu floats of results compared", n[0]);
+	for (r = 1; r < 4; r++) {
+		CHECK(n[r] == n[0]);
+		for (size_t i = 0; i < n[0]; i++)
+			if (memcmp(&res[0][i], &res[r][i], sizeof(float)) != 0) {
+				t_fail(__FILE__, __LINE__, "1 and %d threads%s "
+				    "first differ at float %zu: %.9g vs %.9g",
+				    threads[r], r == 3 ? " (second run)" : "",
+				    i, res[0][i], res[r][i]);
+			}
+	}
+	for (r = 0; r < 4; r++)
+		free(res[r]);
 }

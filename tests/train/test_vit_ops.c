@@ -938,34 +938,41 @@ pipeline(struct pipe_out *o, int threads)
 	free(cls); free(pos); free(noise); free(scratch);
 }
 
+/*
+ * Every output bit for bit at 1, 2 and 3 threads and in a second run at 2
+ * (shardtrain(1), DETERMINISM). tests/cli/train-determinism.sh runs this
+ * again with OpenBLAS forced to each kernel set the CPU can run.
+ */
 TEST(bit_identical_across_runs_and_threads)
 {
-	struct pipe_out a, b, c;
-	int i, k;
+	static const int threads[] = { 1, 2, 3, 2 };
+	struct pipe_out o[4];
+	int i, k, r;
 
-	pipeline(&a, 1);
-	pipeline(&b, 2);
-	pipeline(&c, 2);
-	CHECK_EQ_INT(a.nbufs, b.nbufs);
-	for (i = 0; i < a.nbufs; i++) {
-		size_t diff = 0, j;
+	t_diag("OpenBLAS core: %s (%s)", cpu_blas_core(), cpu_blas_config());
+	for (r = 0; r < 4; r++)
+		pipeline(&o[r], threads[r]);
+	for (r = 1; r < 4; r++) {
+		CHECK_EQ_INT(o[0].nbufs, o[r].nbufs);
+		for (i = 0; i < o[0].nbufs; i++) {
+			size_t diff = 0, j;
 
-		for (j = 0; j < a.n[i]; j++)
-			diff += memcmp(&a.bufs[i][j], &b.bufs[i][j],
-			    sizeof(float)) != 0;
-		if (diff != 0)
-			t_fail(__FILE__, __LINE__, "output %d: %zu of %zu "
-			    "floats differ between 1 and 2 threads", i, diff,
-			    a.n[i]);
-		CHECK_MEM_EQ(b.bufs[i], c.bufs[i], b.n[i] * sizeof(float));
-		for (j = 0; j < a.n[i]; j++)
-			CHECK(isfinite(a.bufs[i][j]));
+			for (j = 0; j < o[0].n[i]; j++)
+				diff += memcmp(&o[0].bufs[i][j],
+				    &o[r].bufs[i][j], sizeof(float)) != 0;
+			if (diff != 0)
+				t_fail(__FILE__, __LINE__, "output %d: %zu of "
+				    "%zu floats differ between 1 and %d threads"
+				    "%s", i, diff, o[0].n[i], threads[r],
+				    r == 3 ? " (second run)" : "");
+		}
 	}
-	t_diag("%d outputs bit-identical across 1 and 2 threads and 2 runs",
-	    a.nbufs);
-	for (k = 0; k < a.nbufs; k++) {
-		free(a.bufs[k]);
-		free(b.bufs[k]);
-		free(c.bufs[k]);
-	}
+	for (i = 0; i < o[0].nbufs; i++)
+		for (size_t j = 0; j < o[0].n[i]; j++)
+			CHECK(isfinite(o[0].bufs[i][j]));
+	t_diag("%d outputs bit-identical across 1, 2 and 3 threads and 2 runs",
+	    o[0].nbufs);
+	for (r = 0; r < 4; r++)
+		for (k = 0; k < o[r].nbufs; k++)
+			free(o[r].bufs[k]);
 }
