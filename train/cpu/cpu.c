@@ -164,6 +164,31 @@ cpu_tile(int dim, int t, int *lo, int *len)
 }
 
 /*
+ * Tile t of a GEMM's output side of length dim: [*lo, *lo + *len), 0 when
+ * there is no tile t. Unlike cpu_tile() (conv's, tuned with its plans) the
+ * count is a power of two, at most CPU_TILES, and the tiles are as equal
+ * as gran allows, so 2, 4, 8 or 16 threads share them evenly: with conv's
+ * rule a 192- or 576-wide output was cut into 3 or 9 tiles and on 2
+ * threads one waited for the other (a weight gradient ran at 0.76x of
+ * OpenBLAS's own split; bench/gemm.c). gran is the width of OpenBLAS's
+ * micro-tiles that way: 4 rows, 16 columns of a row-major output.
+ */
+static int
+gemm_tile(int dim, int gran, int t, int *lo, int *len)
+{
+	int nt = 1, per;
+
+	while (nt * 2 <= CPU_TILES && dim / (nt * 2) >= CPU_TILE_MIN)
+		nt *= 2;
+	per = ((dim + nt - 1) / nt + gran - 1) / gran * gran;
+	if (t * per >= dim)
+		return 0;
+	*lo = t * per;
+	*len = dim - *lo < per ? dim - *lo : per;
+	return 1;
+}
+
+/*
  * The output is cut along its longer side, so each tile re-reads (and
  * OpenBLAS re-packs) the smaller of the operands it shares with the others.
  */
@@ -184,7 +209,7 @@ cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 	for (t = 0; t < CPU_TILES; t++) {
 		int lo, len;
 
-		if (!cpu_tile(byrows ? M : N, t, &lo, &len))
+		if (!gemm_tile(byrows ? M : N, byrows ? 4 : 16, t, &lo, &len))
 			continue;
 		if (byrows)
 			cpu_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,

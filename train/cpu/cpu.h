@@ -25,8 +25,8 @@ int cpu_threads(void);
  * whose sizes depend on the shape alone, so an element is computed by the
  * same single-threaded call at any thread count (shardtrain(1),
  * DETERMINISM). Tiles are at most CPU_TILES along one side of the output,
- * each at least CPU_TILE_MIN long (a multiple of 16) unless the side is
- * shorter.
+ * each at least CPU_TILE_MIN long unless the side is shorter: conv's a
+ * multiple of 16 (cpu_tile()), cpu_gemm()'s a power of two in number.
  */
 #define CPU_TILES	16
 #define CPU_TILE_MIN	64
