@@ -22,6 +22,12 @@ mkvar() {
 bindir=$(mkvar bindir)
 mandir=$(mkvar mandir)
 [ -n "$bindir" ] && [ -n "$mandir" ] || fail "no bindir or mandir in the Makefile"
+# configure once clobbered libdir with OpenBLAS's own: unless --libdir was
+# given, the library goes to PREFIX/lib.
+if ! "$top_builddir/config.status" --config | grep -q -- "--libdir"; then
+	[ "$libdir" = "$prefix/lib" ] ||
+	    fail "libdir is $libdir, not $prefix/lib, without --libdir"
+fi
 
 # Not the jobserver of the make check that runs us.
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "${MAKE:-make}" -C "$top_builddir" "$@"; }
