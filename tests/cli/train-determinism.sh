@@ -84,19 +84,23 @@ native=$GOT
 end_to_end native ""
 echo "OpenBLAS picked $native; $(grep -m1 '^# OpenBLAS core' "$T/native.out")"
 
-forced=0
+# A set this OpenBLAS was built without (an AVX-512 one in a NO_AVX512
+# build, Cooperlake before 0.3.11) falls back to another, quietly: that
+# set is passed over, saying so. Only a DYNAMIC_ARCH build (Debian's) can
+# switch at all; one of those that switched to none proves nothing.
+forced=()
 for core in "${cores[@]}"; do
 	say "OPENBLAS_CORETYPE=$core"
 	kernel_tests "$core" "$core"
 	if [ "${GOT,,}" != "${core,,}" ]; then
-		# Only a DYNAMIC_ARCH build (Debian's) can switch kernels.
-		if grep -q DYNAMIC_ARCH "$T/native.out"; then
-			fail "OPENBLAS_CORETYPE=$core ran OpenBLAS's $GOT kernels"
-		fi
-		echo "this OpenBLAS is not built with DYNAMIC_ARCH: it ran $GOT"
+		echo "OPENBLAS_CORETYPE=$core ran OpenBLAS's $GOT kernels: this OpenBLAS has no $core set"
 		continue
 	fi
 	end_to_end "$core" "$core"
-	forced=$((forced + 1))
+	forced+=("$core")
 done
-echo "bit-identical at 1, 2 and 3 threads with $native and $forced forced kernel sets: ${cores[*]}"
+if [ ${#forced[@]} -eq 0 ] && [ ${#cores[@]} -gt 0 ] &&
+    grep -q DYNAMIC_ARCH "$T/native.out"; then
+	fail "a DYNAMIC_ARCH OpenBLAS took none of ${cores[*]} from OPENBLAS_CORETYPE"
+fi
+echo "bit-identical at 1, 2 and 3 threads with $native and the forced sets: ${forced[*]:-none}"

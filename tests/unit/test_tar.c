@@ -777,7 +777,7 @@ TEST(tar_read_gnu_format)
 	uint8_t *big;
 	char *longname = make_tree(&big);
 
-	t_system("cd in && tar --format=gnu --no-recursion -cf ../gnu.tar "
+	t_system("cd in && tar --owner=0 --group=0 --numeric-owner --format=gnu --no-recursion -cf ../gnu.tar "
 	    TREE_ORDER, longname);
 	check_made_tar("gnu.tar", longname, big, 0, 'L');
 	free(longname);
@@ -789,17 +789,17 @@ TEST(tar_read_pax_format)
 	uint8_t *big;
 	char *longname = make_tree(&big);
 
-	t_system("cd in && tar --format=pax --no-recursion -cf ../pax.tar "
+	t_system("cd in && tar --owner=0 --group=0 --numeric-owner --format=pax --no-recursion -cf ../pax.tar "
 	    TREE_ORDER, longname);
 	check_made_tar("pax.tar", longname, big, 0, 'x');
 
 	/* A PAX header on every member, as webdataset's ShardWriter does. */
-	t_system("cd in && tar --format=pax --pax-option=comment:=wds "
+	t_system("cd in && tar --owner=0 --group=0 --numeric-owner --format=pax --pax-option=comment:=wds "
 	    "--no-recursion -cf ../paxeach.tar " TREE_ORDER, longname);
 	check_made_tar("paxeach.tar", longname, big, 1, 'x');
 
 	/* A global header ('g') first. */
-	t_system("cd in && tar --format=pax --pax-option=comment=global "
+	t_system("cd in && tar --owner=0 --group=0 --numeric-owner --format=pax --pax-option=comment=global "
 	    "--no-recursion -cf ../paxglobal.tar " TREE_ORDER, longname);
 	t_system("head -c 512 paxglobal.tar | cut -b 157 | grep -q g");
 	check_made_tar("paxglobal.tar", longname, big, 0, 'x');
@@ -813,7 +813,7 @@ TEST(tar_read_ustar_format)
 
 	t_write_file("a.txt", "A", 1);
 	t_write_file("b.txt", "BB", 2);
-	t_system("tar --format=ustar -cf u.tar a.txt b.txt");
+	t_system("tar --owner=0 --group=0 --numeric-owner --format=ustar -cf u.tar a.txt b.txt");
 	r = open_reader("u.tar", 0);
 	expect_member(__LINE__, r, "u.tar", "a.txt", (const uint8_t *)"A", 1,
 	    NULL);
@@ -831,7 +831,7 @@ TEST(tar_read_all_entries)
 	char *longname = make_tree(&big);
 	int saw_dir = 0, saw_link = 0, saw_meta = 0, n = 0;
 
-	t_system("cd in && tar --format=gnu --no-recursion -cf ../all.tar "
+	t_system("cd in && tar --owner=0 --group=0 --numeric-owner --format=gnu --no-recursion -cf ../all.tar "
 	    TREE_ORDER, longname);
 	r = open_reader("all.tar", SK_TAR_ALL_ENTRIES);
 	while (CHECK_OK(sk_tar_reader_next(r, &m), r) == 1) {
