@@ -90,12 +90,9 @@ in_parallel(void)
 static void
 blas_init(void)
 {
-	int kind = openblas_get_parallel();
-
 #ifdef _OPENMP
-	blas_follows_omp = kind == OPENBLAS_OPENMP;
+	blas_follows_omp = openblas_get_parallel() == OPENBLAS_OPENMP;
 #endif
-	(void)kind;
 	if (!blas_follows_omp)
 		openblas_set_num_threads(1);
 }
@@ -146,21 +143,28 @@ cpu_sgemm(int order, int transa, int transb, int M, int N, int K,
 	blas_serial_end();
 }
 
-int
-cpu_tile(int dim, int t, int *lo, int *len)
+/* Tile t of dim cut into nt tiles of a multiple of gran; the last may be
+ * shorter, and rounding up may leave fewer than nt. */
+static int
+tile_span(int dim, int nt, int gran, int t, int *lo, int *len)
 {
-	int nt = dim / CPU_TILE_MIN, per;
+	int per = ((dim + nt - 1) / nt + gran - 1) / gran * gran;
 
-	if (nt > CPU_TILES)
-		nt = CPU_TILES;
-	if (nt < 1)
-		nt = 1;
-	per = ((dim + nt - 1) / nt + 15) / 16 * 16;
 	if (t * per >= dim)
 		return 0;
 	*lo = t * per;
 	*len = dim - *lo < per ? dim - *lo : per;
 	return 1;
+}
+
+int
+cpu_tile(int dim, int t, int *lo, int *len)
+{
+	int nt = dim / CPU_TILE_MIN;
+
+	if (nt > CPU_TILES)
+		nt = CPU_TILES;
+	return tile_span(dim, nt < 1 ? 1 : nt, 16, t, lo, len);
 }
 
 /*
@@ -176,16 +180,11 @@ cpu_tile(int dim, int t, int *lo, int *len)
 static int
 gemm_tile(int dim, int gran, int t, int *lo, int *len)
 {
-	int nt = 1, per;
+	int nt = 1;
 
 	while (nt * 2 <= CPU_TILES && dim / (nt * 2) >= CPU_TILE_MIN)
 		nt *= 2;
-	per = ((dim + nt - 1) / nt + gran - 1) / gran * gran;
-	if (t * per >= dim)
-		return 0;
-	*lo = t * per;
-	*len = dim - *lo < per ? dim - *lo : per;
-	return 1;
+	return tile_span(dim, nt, gran, t, lo, len);
 }
 
 /*
@@ -204,7 +203,6 @@ cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 	par = nthreads > 1 && !in_parallel() && macs >= GEMM_PAR_MIN;
 	if (!par)
 		blas_serial_begin();
-	(void)par;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
 	for (t = 0; t < CPU_TILES; t++) {
 		int lo, len;
