@@ -25,6 +25,7 @@
 #define SHARDKIT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -159,6 +160,45 @@ int sk_source_list(const char *url, struct sk_strlist *out,
     struct sk_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* writing a file whole or not at all                                       */
+
+/*
+ * The one way shardkit writes an output file:
+ *   1) sk_atomic_open() creates DIR/.BASE.XXXXXXXX.part beside PATH with
+ *      O_CREAT|O_EXCL|O_NOFOLLOW, so a symlink or file planted under any
+ *      name is never written through;
+ *   2) write to a->fd, or to the FILE * of sk_atomic_stdio();
+ *   3) sk_atomic_commit() flushes, fsyncs the file, renames it over PATH
+ *      (a symlink at PATH is replaced, not followed) and fsyncs the folder;
+ *      sk_atomic_abort() removes the temporary file instead.
+ * Commit and abort free everything; after a failed commit nothing is left.
+ */
+struct sk_atomic {
+	int fd;			/* the temporary file, for writing */
+	int dirfd;		/* PATH's folder */
+	int flags;
+	char *path;		/* PATH, for messages */
+	char *tmp;		/* the temporary name, relative to dirfd */
+	FILE *fp;		/* sk_atomic_stdio()'s stream, if made */
+};
+
+/* Skip both fsyncs: for bulk output whose caller syncs another way. */
+#define SK_ATOMIC_NOSYNC 1
+
+int sk_atomic_open(struct sk_atomic *a, const char *path, int flags,
+    int mode, struct sk_error *err);
+/* A stdio stream on a->fd, owned by a (commit or abort closes it). */
+FILE *sk_atomic_stdio(struct sk_atomic *a, struct sk_error *err);
+/* Write all n bytes to a->fd. */
+int sk_atomic_write_all(struct sk_atomic *a, const void *data, size_t n,
+    struct sk_error *err);
+int sk_atomic_commit(struct sk_atomic *a, struct sk_error *err);
+void sk_atomic_abort(struct sk_atomic *a);
+/* Open, write n bytes, commit (mode 0644 less the umask). */
+int sk_atomic_write_file(const char *path, const void *data, size_t n,
+    int flags, struct sk_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* tar shards                                                               */
 
 typedef struct sk_tar_writer sk_tar_writer;
@@ -253,7 +293,7 @@ int sk_manifest_add_shard(struct sk_manifest *m, const char *url,
     uint64_t nsamples, uint64_t filesize, const char *md5);
 /* The manifest as JSON text (malloc'd), or NULL with err set. */
 char *sk_manifest_dumps(const struct sk_manifest *m, struct sk_error *err);
-/* Written to PATH.part, then renamed. */
+/* Written through sk_atomic_open(), fsynced. */
 int sk_manifest_write(const char *path, const struct sk_manifest *m,
     struct sk_error *err);
 int sk_manifest_read(const char *path, struct sk_manifest *m,

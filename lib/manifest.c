@@ -136,38 +136,16 @@ int
 sk_manifest_write(const char *path, const struct sk_manifest *m,
     struct sk_error *err)
 {
-	char *part = NULL, *text;
-	size_t len;
-	FILE *f;
-	int rc = 0;
+	char *text, *nl;
+	int rc;
 
 	if ((text = sk_manifest_dumps(m, err)) == NULL)
 		return err ? err->code : SK_EINVAL;
-	if ((part = sk__asprintf("%s.part", path)) == NULL) {
-		free(text);
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	}
-	len = strlen(text);
-	if ((f = fopen(part, "w")) == NULL) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", part,
-		    strerror(errno));
-		goto out;
-	}
-	if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF ||
-	    fflush(f) != 0) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", part,
-		    strerror(errno));
-		fclose(f);
-		unlink(part);
-		goto out;
-	}
-	if (fclose(f) != 0 || rename(part, path) != 0) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", path,
-		    strerror(errno));
-		unlink(part);
-	}
-out:
-	free(part);
+	if ((nl = sk__asprintf("%s\n", text)) == NULL)
+		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+	else
+		rc = sk_atomic_write_file(path, nl, strlen(nl), 0, err);
+	free(nl);
 	free(text);
 	return rc;
 }
