@@ -269,6 +269,76 @@ int64_t sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n);
 uint64_t sk_tar_reader_skipped(const sk_tar_reader *r);
 void sk_tar_reader_close(sk_tar_reader *r);
 
+/* Whether the tar is compressed (gzip, zstd): offsets are then into the
+ * decompressed stream, and sizes cannot be checked against the file. */
+int sk_tar_reader_compressed(const sk_tar_reader *r);
+
+/* ------------------------------------------------------------------------ */
+/* samples: tar members grouped by key                                      */
+
+/*
+ * The one sample reader: what the loader, shardtool and the index writer
+ * use to read a shard sample by sample.
+ *   1) sk_sample_reader_open() over a source (it takes the source);
+ *   2) sk_sample_reader_next() until 0; a callback picks the members whose
+ *      data to load, the rest are skipped (a seek on a file);
+ *   3) sk_sample_free() the sample, sk_sample_reader_close() the reader.
+ * Caps: a member claiming more than the file holds is damage (the tar
+ * reader); a sample whose members' sizes add up to more than
+ * max_sample_bytes comes back too_big with no data loaded, and the reading
+ * goes on; more than max_members members under one key is damage.
+ */
+#define SK_SAMPLE_MAX_BYTES	((uint64_t)256 << 20)
+#define SK_SAMPLE_MAX_MEMBERS	1024
+
+struct sk_sample_member {
+	char *name;
+	const char *ext;	/* points into name */
+	enum sk_tar_type type;
+	char *linkname;		/* a link's target, else NULL */
+	uint64_t size;
+	uint64_t header_offset;
+	uint64_t data_offset;
+	uint8_t *data;		/* size bytes when loaded, else NULL; the caller
+				 * may take it and set the field to NULL */
+};
+
+struct sk_sample {
+	char *key;
+	struct sk_sample_member *m;
+	size_t n, cap;
+	uint64_t offset;	/* header offset of the first member */
+	uint64_t end;		/* end of the last member's data */
+	uint64_t bytes;		/* the members' sizes added up */
+	int too_big;		/* over max_sample_bytes: nothing loaded */
+};
+
+struct sk_sample_reader_opts {
+	int tar_flags;			/* SK_TAR_ALL_ENTRIES */
+	uint64_t max_sample_bytes;	/* 0: SK_SAMPLE_MAX_BYTES */
+	size_t max_members;		/* 0: SK_SAMPLE_MAX_MEMBERS */
+};
+
+typedef struct sk_sample_reader sk_sample_reader;
+/* Load this member's data? ext is what follows the key's dot. */
+typedef int sk_sample_want_fn(const char *ext, void *arg);
+
+/* On failure *out holds a handle with the message (NULL: out of memory). */
+int sk_sample_reader_open(sk_sample_reader **out, sk_source *src,
+    const struct sk_sample_reader_opts *opts);
+/* 1 and the next sample in s, 0 at the end, or < 0 with sk_errmsg(r)
+ * naming the URL and offset; s then keeps the members read before the
+ * damage. want NULL loads nothing. */
+int sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
+    sk_sample_want_fn *want, void *arg);
+int sk_sample_reader_compressed(const sk_sample_reader *r);
+/* Non-regular and "__*__" entries passed over (without ALL_ENTRIES). */
+uint64_t sk_sample_reader_skipped(const sk_sample_reader *r);
+void sk_sample_reader_close(sk_sample_reader *r);
+/* Free the members' memory, keep the arrays for the next sample. */
+void sk_sample_clear(struct sk_sample *s);
+void sk_sample_free(struct sk_sample *s);
+
 /* ------------------------------------------------------------------------ */
 /* manifest (wids shard index)                                              */
 

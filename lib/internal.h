@@ -27,6 +27,7 @@ struct sk__handle {
 #define SK__MAGIC_SOURCE	0x534b5352u	/* "SKSR" */
 #define SK__MAGIC_TAR_WRITER	0x534b5457u	/* "SKTW" */
 #define SK__MAGIC_TAR_READER	0x534b5452u	/* "SKTR" */
+#define SK__MAGIC_SAMPLE_READER	0x534b5341u	/* "SKSA" */
 
 void sk__handle_init(struct sk__handle *h, uint32_t magic);
 /* Record a failure on h; fatal ones make h refuse further calls. */

@@ -254,3 +254,9 @@ sk_tar_reader_close(sk_tar_reader *r)
 	r->h.magic = 0;
 	free(r);
 }
+
+int
+sk_tar_reader_compressed(const sk_tar_reader *r)
+{
+	return r->a != NULL && archive_filter_count(r->a) > 1;
+}
