@@ -311,6 +311,8 @@ struct sk_sample {
 	uint64_t end;		/* end of the last member's data */
 	uint64_t bytes;		/* the members' sizes added up */
 	int too_big;		/* over max_sample_bytes: nothing loaded */
+	int cut;		/* damage followed its last member: it may
+				 * have lost members (the next call fails) */
 };
 
 struct sk_sample_reader_opts {
@@ -328,7 +330,9 @@ int sk_sample_reader_open(sk_sample_reader **out, sk_source *src,
     const struct sk_sample_reader_opts *opts);
 /* 1 and the next sample in s, 0 at the end, or < 0 with sk_errmsg(r)
  * naming the URL and offset; s then keeps the members read before the
- * damage. want NULL loads nothing. */
+ * damage. Damage in the header after a sample's last member ends the
+ * sample: it comes back with cut set, the damage on the next call. want NULL
+ * loads nothing. */
 int sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
     sk_sample_want_fn *want, void *arg);
 int sk_sample_reader_compressed(const sk_sample_reader *r);
@@ -446,7 +450,8 @@ enum sk_remainder {
 /* Why a planned sample did not reach a batch. */
 enum sk_skip_reason {
 	SK_SKIP_DECODE = 0,	/* the image would not decode */
-	SK_SKIP_TOO_BIG,	/* over the pixel limit */
+	SK_SKIP_TOO_BIG,	/* over the pixel limit, or the sample over
+				 * SK_SAMPLE_MAX_BYTES */
 	SK_SKIP_NO_IMAGE,	/* no .jpg, .jpeg or .png member */
 	SK_SKIP_NO_LABEL,	/* no .cls member, or not a number */
 	SK_SKIP_DAMAGED,	/* lost to a corrupt or truncated shard */
@@ -479,6 +484,9 @@ struct sk_loader_config {
 	float std[3];		/* (ImageNet's) */
 	int strict;		/* a bad sample fails the loader (0: skip) */
 	uint64_t max_pixels;	/* decompression-bomb limit (100 MP) */
+	uint64_t max_sample_bytes;	/* a sample's members over this are
+					 * skipped as too_big, unread
+					 * (0: SK_SAMPLE_MAX_BYTES) */
 	enum sk_remainder remainder;
 	int resume_batch;	/* start at this batch of the first epoch (0) */
 	int decode;		/* 0: I/O and tar only, no pixels (1) */
@@ -521,6 +529,11 @@ struct sk_loader_stats {
 	uint64_t skipped[SK_SKIP_NREASONS];
 	uint64_t skipped_total;
 	uint64_t dropped;	/* remainder left out of the epochs so far */
+	/* Manifest truth: samples found past a shard's manifest count (never
+	 * delivered: no plan has them), and shards whose size or count
+	 * disagrees with the manifest. Missing samples count as damaged. */
+	uint64_t unplanned;
+	uint64_t mismatched_shards;
 	uint64_t planned;	/* samples this rank's epochs hold */
 	int64_t batches_per_epoch;
 	size_t nshards;		/* in the data set */

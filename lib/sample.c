@@ -18,6 +18,7 @@ struct sk_sample_reader {
 	struct sk_sample_member ahead;	/* first member of the next sample */
 	int have_ahead;
 	int done;
+	int pending;	/* damage found after the last sample returned */
 };
 
 static void
@@ -41,6 +42,7 @@ sk_sample_clear(struct sk_sample *s)
 	s->n = 0;
 	s->offset = s->end = s->bytes = 0;
 	s->too_big = 0;
+	s->cut = 0;
 }
 
 void
@@ -234,6 +236,11 @@ sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
 	if ((rc = sk__check(&r->h, SK__MAGIC_SAMPLE_READER, __func__)) != 0)
 		return rc;
 	sk_sample_clear(s);
+	if (r->pending < 0) {
+		rc = r->pending;
+		r->pending = 0;
+		return tar_failed(r, rc);
+	}
 	if (r->done)
 		return 0;
 	if (!r->have_ahead) {
@@ -255,9 +262,13 @@ sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
 		return rc;
 
 	for (;;) {
+		/* Damage in the header after a sample ends it: the sample is
+		 * returned, the damage on the next call. */
 		if ((rc = sk_tar_reader_next(r->tar, &tm)) <= 0) {
 			r->done = 1;
-			return rc < 0 ? tar_failed(r, rc) : 1;
+			r->pending = rc;
+			s->cut = rc < 0;
+			return 1;
 		}
 		/* WebDataset: a sample is the run of members with one key. */
 		if (sk_key_split(tm.name, &ext) != keylen ||

@@ -122,6 +122,8 @@ struct eplan {
 struct shardinfo {
 	char *url;
 	uint64_t nsamples;
+	uint64_t filesize;	/* the manifest's, 0 when unknown */
+	int mismatch;		/* the shard disagrees with the manifest */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -215,6 +217,8 @@ struct sk_loader {
 	uint64_t bytes_read;
 	uint64_t scratch_peak;
 	uint64_t max_sample;
+	uint64_t unplanned;	/* samples past a manifest's count */
+	uint64_t mismatched;	/* shards that disagree with the manifest */
 };
 
 /*
@@ -585,12 +589,132 @@ placeholder(const struct eplan *p, uint64_t pos, uint64_t idx,
 	return s;
 }
 
+/* The members the loader reads: the image and the label. */
+static int
+want_member(const char *ext, void *arg)
+{
+	(void)arg;
+	return is_image_ext(ext) || strcmp(ext, "cls") == 0;
+}
+
+/* Move a read sample's image and label into cur; set its status. */
+static void
+take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
+{
+	struct sk_sample_member *m;
+	size_t i;
+
+	cur->bytes = s->bytes;
+	if (s->too_big) {
+		cur->status = SK_SKIP_TOO_BIG;
+		return;
+	}
+	for (i = 0; i < s->n; i++) {
+		m = &s->m[i];
+		if (m->data == NULL)
+			continue;
+		if (cur->img == NULL && is_image_ext(m->ext)) {
+			/* The reader's buffer becomes the sample's. */
+			cur->img = m->data;
+			cur->img_len = (size_t)m->size;
+			m->data = NULL;
+			atomic_max(&l->max_sample, m->size);
+		} else if (cur->label < 0 && strcmp(m->ext, "cls") == 0 &&
+		    parse_label((const char *)m->data, (size_t)m->size,
+		    &cur->label) != 0)
+			cur->label = -1;
+	}
+	if (cur->img == NULL)
+		cur->status = SK_SKIP_NO_IMAGE;
+	else if (cur->label < 0)
+		cur->status = SK_SKIP_NO_LABEL;
+	/* Whole as far as the loader goes, a sample before damage is good;
+	 * one missing a member may have lost it to the damage. */
+	if (s->cut && cur->status != SAMPLE_OK) {
+		free(cur->img);
+		cur->img = NULL;
+		cur->img_len = 0;
+		cur->status = SK_SKIP_DAMAGED;
+	}
+}
+
+/*
+ * Manifest truth, checked once per shard by the rank that reads its first
+ * sample: a size other than the manifest's means the manifest is stale,
+ * and its sample count (which fixed the plan) may be wrong too.
+ */
+static void
+check_filesize(sk_loader *l, const struct item *it, sk_source *src)
+{
+	struct shardinfo *sh = &l->shards[it->shard];
+	char msg[SK_ERRMSG_MAX];
+	uint64_t size;
+
+	if (it->first != 0 || sh->filesize == 0 ||
+	    sk_source_size(src, &size) != 0 || size == sh->filesize ||
+	    __atomic_exchange_n(&sh->mismatch, 1, __ATOMIC_RELAXED))
+		return;
+	__atomic_fetch_add(&l->mismatched, 1, __ATOMIC_RELAXED);
+	if (size < sh->filesize)
+		snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": the file "
+		    "ends here, but the manifest says it has %" PRIu64
+		    " bytes (a truncated shard, or a stale manifest)", sh->url,
+		    size, sh->filesize);
+	else
+		snprintf(msg, sizeof msg, "%s: %" PRIu64 " bytes, but the "
+		    "manifest says %" PRIu64 " (a stale manifest)", sh->url,
+		    size, sh->filesize);
+	if (l->cfg.strict)
+		fail(l, SK_EFORMAT, "%s", msg);
+	else
+		sk_log(SK_LOG_WARN, "%s; samples are read as the manifest "
+		    "plans them, extra or missing ones are counted", msg);
+}
+
+/*
+ * Past the manifest's last sample of a shard: count what else is there.
+ * Those samples are in no plan, so they are never delivered; they are
+ * counted as unplanned, and the shard as one the manifest gets wrong.
+ */
+static void
+count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
+    struct sk_sample *s)
+{
+	struct shardinfo *sh = &l->shards[it->shard];
+	uint64_t extra = 0;
+	int rc;
+
+	while (!stopping(l) && (rc = sk_sample_reader_next(r, s, NULL,
+	    NULL)) > 0)
+		extra++;
+	if (stopping(l))
+		return;
+	if (rc < 0)
+		sk_log(SK_LOG_WARN, "%s; after the %" PRIu64 " samples the "
+		    "manifest counts", sk_errmsg(r), sh->nsamples);
+	if (extra == 0)
+		return;
+	__atomic_fetch_add(&l->unplanned, extra, __ATOMIC_RELAXED);
+	if (!__atomic_exchange_n(&sh->mismatch, 1, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&l->mismatched, 1, __ATOMIC_RELAXED);
+	if (l->cfg.strict) {
+		fail(l, SK_EFORMAT, "%s: %" PRIu64 " samples after the %"
+		    PRIu64 " the manifest counts: the manifest is stale",
+		    sh->url, extra, sh->nsamples);
+		return;
+	}
+	sk_log(SK_LOG_WARN, "%s: %" PRIu64 " samples after the %" PRIu64
+	    " the manifest counts: the manifest is stale; they are not "
+	    "delivered (counted as unplanned)", sh->url, extra, sh->nsamples);
+}
+
 /*
  * Stream one plan item: skip to its first sample, read the image and label
  * of each needed sample (other members and unneeded samples are skipped,
  * which is a seek on a file), then push an end marker. A shard that fails
  * or ends early turns its remaining needed samples into placeholders that
- * count as damaged; with strict it fails the loader.
+ * count as damaged; with strict it fails the loader. The item that ends a
+ * shard also counts samples past the manifest's count.
  */
 static void
 io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
@@ -599,17 +723,15 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
 	const char *url = l->shards[it->shard].url;
 	const uint64_t last = it->first + it->count;
 	sk_source *src = NULL;
-	sk_tar_reader *r = NULL;
-	struct sk_tar_member m;
+	sk_sample_reader *r = NULL;
+	struct sk_sample_reader_opts ropts;
+	struct sk_sample smp;
 	struct lsample *cur = NULL, *s;
-	const char *ext = "";
-	char label_buf[32], *key = NULL, *nk;
 	char errbuf[SK_ERRMSG_MAX];
 	uint64_t idx = 0, pos = 0, start_off = 0, end_off = 0, counted = 0, t0;
-	size_t klen = 0, keylen = 0, keycap = 0;
-	int rc, in_sample = 0, have_start = 0;
-	int64_t n;
+	int rc, have_start = 0;
 
+	memset(&smp, 0, sizeof smp);
 	t0 = now_ns();
 	errbuf[0] = '\0';
 	if ((rc = sk_source_open(&src, url)) != 0) {
@@ -619,102 +741,57 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
 		sk_source_close(src);
 		goto fatal;
 	}
-	rc = sk_tar_reader_open(&r, src, 0);
+	check_filesize(l, it, src);
+	ropts.tar_flags = 0;
+	ropts.max_sample_bytes = l->cfg.max_sample_bytes;
+	ropts.max_members = 0;
+	rc = sk_sample_reader_open(&r, src, &ropts);
 	src = NULL;		/* the reader owns it now */
 	if (rc != 0)
 		goto damaged;
 
-	for (;;) {
+	for (idx = 0; idx < last; idx++) {
 		if (stopping(l))
 			goto out;
-		if ((rc = sk_tar_reader_next(r, &m)) < 0)
+		/* Samples before the item's first, and those this rank does
+		 * not deliver, pass without reading data. */
+		if (idx >= it->first) {
+			pos = it->base + (idx - it->first);
+			if (needed(p, pos)) {
+				if ((cur = calloc(1, sizeof *cur)) == NULL)
+					goto nomem;
+				cur->seq = p->seq_of_pos[pos];
+				cur->status = SAMPLE_OK;
+				cur->url = url;
+				cur->label = -1;
+			}
+		}
+		rc = sk_sample_reader_next(r, &smp, cur != NULL ?
+		    want_member : NULL, NULL);
+		if (rc < 0)
 			goto damaged;
-		if (rc > 0) {
-			klen = sk_key_split(m.name, &ext);
-			if (!have_start) {
-				start_off = m.header_offset;
-				have_start = 1;
-			}
-			end_off = m.data_offset + m.size;
-			/* WebDataset: a sample's members are adjacent. */
-			if (in_sample && klen == keylen &&
-			    memcmp(key, m.name, klen) == 0)
-				goto member;
-		}
-		if (in_sample) {
-			if (cur != NULL) {
-				if (cur->img == NULL)
-					cur->status = SK_SKIP_NO_IMAGE;
-				else if (cur->label < 0)
-					cur->status = SK_SKIP_NO_LABEL;
-				/* Count the bytes before the sample can reach
-				 * a batch, so stats taken then include them. */
-				count_bytes(l, start_off, &counted, end_off);
-				add_ns(&l->t_io_busy, t0);
-				squeue_push(l, q, cur);
-				t0 = now_ns();
-				cur = NULL;
-			}
-			idx++;
-			in_sample = 0;
-		}
-		if (rc == 0 || idx >= last)
+		if (rc == 0)
 			break;
-
-		/* A new sample. Those before the item's first, and those
-		 * this rank does not deliver, pass without reading data. */
-		if (klen + 1 > keycap) {
-			if ((nk = realloc(key, klen + 64)) == NULL)
-				goto nomem;
-			key = nk;
-			keycap = klen + 64;
+		if (!have_start) {
+			start_off = smp.offset;
+			have_start = 1;
 		}
-		memcpy(key, m.name, klen);
-		key[klen] = '\0';
-		keylen = klen;
-		in_sample = 1;
-		if (idx < it->first)
-			continue;
-		pos = it->base + (idx - it->first);
-		if (!needed(p, pos))
-			continue;
-		if ((cur = calloc(1, sizeof *cur)) == NULL)
-			goto nomem;
-		if ((cur->key = sk__strdup(key)) == NULL)
-			goto nomem;
-		cur->seq = p->seq_of_pos[pos];
-		cur->status = SAMPLE_OK;
-		cur->url = url;
-		cur->label = -1;
-member:
+		end_off = smp.end;
 		if (cur == NULL)
 			continue;
-		cur->bytes += m.size;
-		if (is_image_ext(ext) && cur->img == NULL) {
-			if (m.size > SIZE_MAX / 2 ||
-			    (cur->img = malloc(m.size ? m.size : 1)) == NULL)
-				goto nomem;
-			cur->img_len = (size_t)m.size;
-			atomic_max(&l->max_sample, m.size);
-			/* Straight into the sample's buffer. */
-			for (n = 0; (uint64_t)n < m.size; ) {
-				int64_t got = sk_tar_reader_read(r, cur->img + n,
-				    (size_t)(m.size - (uint64_t)n));
-				if (got <= 0) {
-					rc = got < 0 ? (int)got : SK_EFORMAT;
-					goto damaged;
-				}
-				n += got;
-			}
-		} else if (strcmp(ext, "cls") == 0) {
-			if (m.size >= sizeof label_buf ||
-			    sk_tar_reader_read(r, label_buf, (size_t)m.size) !=
-			    (int64_t)m.size ||
-			    parse_label(label_buf, (size_t)m.size,
-			    &cur->label) != 0)
-				cur->label = -1;
-		}
+		if ((cur->key = sk__strdup(smp.key)) == NULL)
+			goto nomem;
+		take_sample(l, cur, &smp);
+		/* Count the bytes before the sample can reach a batch, so
+		 * stats taken then include them. */
+		count_bytes(l, start_off, &counted, end_off);
+		add_ns(&l->t_io_busy, t0);
+		squeue_push(l, q, cur);
+		t0 = now_ns();
+		cur = NULL;
 	}
+	if (idx == last && last == l->shards[it->shard].nsamples)
+		count_extra(l, it, r, &smp);
 	goto out;
 
 nomem:
@@ -732,23 +809,24 @@ damaged:
 	goto out;
 fatal:
 	lsample_free(cur);
-	sk_tar_reader_close(r);
-	free(key);
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
 	add_ns(&l->t_io_busy, t0);
 	fail(l, rc != 0 ? rc : SK_EIO, "%s", errbuf);
 	return;
 out:
-	sk_tar_reader_close(r);
-	free(key);
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
 	/* A sample cut by damage is lost with the rest of the shard. */
-	if (in_sample) {
-		if (cur != NULL) {
-			free(cur->img);
-			cur->img = NULL;
-			cur->img_len = 0;
-			cur->status = SK_SKIP_DAMAGED;
-			squeue_push(l, q, cur);
+	if (cur != NULL) {
+		if (cur->key == NULL && (cur->key = sk__asprintf("#%" PRIu64,
+		    idx)) == NULL) {
+			lsample_free(cur);
+			fail(l, SK_ENOMEM, "out of memory");
+			return;
 		}
+		cur->status = SK_SKIP_DAMAGED;
+		squeue_push(l, q, cur);
 		idx++;
 	}
 	count_bytes(l, start_off, &counted, end_off);
@@ -926,6 +1004,9 @@ status_text(int status)
 		return "no .cls member holding a label";
 	case SK_SKIP_DAMAGED:
 		return "lost with the damaged part of its shard";
+	case SK_SKIP_TOO_BIG:
+		return "its members add up to more than the sample size "
+		    "limit; not read";
 	}
 	return "";
 }
@@ -1184,39 +1265,24 @@ static int
 count_samples(sk_loader *l, const char *url, uint64_t *n)
 {
 	sk_source *src = NULL;
-	sk_tar_reader *r = NULL;
-	struct sk_tar_member m;
-	const char *ext;
-	char *key = NULL, *nk;
-	size_t klen, keylen = 0, cap = 0;
+	sk_sample_reader *r = NULL;
+	struct sk_sample smp;
 	int rc;
 
 	*n = 0;
+	memset(&smp, 0, sizeof smp);
 	if ((rc = sk_source_open(&src, url)) != 0) {
 		sk__fatal(&l->h, rc, "shard %s: %s", url, src != NULL ?
 		    sk_errmsg(src) : "out of memory");
 		sk_source_close(src);
 		return rc;
 	}
-	if ((rc = sk_tar_reader_open(&r, src, 0)) != 0)
+	if ((rc = sk_sample_reader_open(&r, src, NULL)) != 0)
 		goto out;
-	while ((rc = sk_tar_reader_next(r, &m)) > 0) {
-		klen = sk_key_split(m.name, &ext);
-		if (key != NULL && klen == keylen && memcmp(key, m.name,
-		    klen) == 0)
-			continue;
-		if (klen + 1 > cap) {
-			if ((nk = realloc(key, klen + 64)) == NULL) {
-				rc = SK_ENOMEM;
-				break;
-			}
-			key = nk;
-			cap = klen + 64;
-		}
-		memcpy(key, m.name, klen);
-		keylen = klen;
+	while ((rc = sk_sample_reader_next(r, &smp, NULL, NULL)) > 0)
 		(*n)++;
-	}
+	if (rc < 0 && smp.n > 0)
+		(*n)++;		/* cut by the damage: streaming skips it */
 out:
 	/*
 	 * Damage: the samples before it are what the stream will find too
@@ -1231,8 +1297,8 @@ out:
 	if (rc < 0)
 		sk__fatal(&l->h, rc, "%s", r != NULL ? sk_errmsg(r) :
 		    "out of memory");
-	sk_tar_reader_close(r);
-	free(key);
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
 	return rc < 0 ? rc : 0;
 }
 
@@ -1265,6 +1331,7 @@ load_shards(sk_loader *l)
 			l->shards[i].url = sk_manifest_resolve(c->manifest,
 			    m.shards[i].url);
 			l->shards[i].nsamples = m.shards[i].nsamples;
+			l->shards[i].filesize = m.shards[i].filesize;
 			if (l->shards[i].url == NULL) {
 				sk_manifest_free(&m);
 				return sk__fatal(&l->h, SK_ENOMEM, "out of "
@@ -1723,6 +1790,9 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 	pthread_mutex_unlock(&l->mu);
 	st->bytes = __atomic_load_n(&l->bytes_read, __ATOMIC_RELAXED);
 	st->wall = (double)(now_ns() - l->open_ns) / 1e9;
+	st->unplanned = __atomic_load_n(&l->unplanned, __ATOMIC_RELAXED);
+	st->mismatched_shards = __atomic_load_n(&l->mismatched,
+	    __ATOMIC_RELAXED);
 	st->io_busy = secs(&l->t_io_busy);
 	st->io_blocked = secs(&l->t_io_blocked);
 	st->input_wait = secs(&l->t_input_wait);

@@ -628,6 +628,9 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 		    sk_skip_reason_name(i), st->skipped[i]);
 	fprintf(f, "},\n");
 	fprintf(f, "  \"dropped\": %" PRIu64 ",\n", st->dropped);
+	fprintf(f, "  \"unplanned\": %" PRIu64 ",\n", st->unplanned);
+	fprintf(f, "  \"mismatched_shards\": %" PRIu64 ",\n",
+	    st->mismatched_shards);
 	fprintf(f, "  \"bytes\": %" PRIu64 ",\n", st->bytes);
 	fprintf(f, "  \"sample_bytes\": %" PRIu64 ",\n", st->sample_bytes);
 	fprintf(f, "  \"wall_s\": %.6f,\n", r->wall);
@@ -756,6 +759,11 @@ cmd_bench(const struct opts *o)
 				printf(" %s=%" PRIu64, sk_skip_reason_name(i),
 				    st.skipped[i]);
 		printf(", dropped %" PRIu64 " (remainder)\n", st.dropped);
+		if (st.mismatched_shards > 0)
+			printf("manifest: %" PRIu64 " shards disagree with it, "
+			    "%" PRIu64 " samples past its counts not "
+			    "delivered\n", st.mismatched_shards,
+			    st.unplanned);
 		printf("stage        threads   busy s   wait s\n");
 		printf("io           %7d %8.3f %8.3f  (blocked on prefetch "
 		    "room %.3f s)\n", st.io_streams, st.io_busy,

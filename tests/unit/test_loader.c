@@ -605,3 +605,151 @@ TEST(loader_bad_config)
 	CHECK_ERR(sk_loader_open(&l, &c), SK_EINVAL, l);
 	sk_loader_close(l);
 }
+
+/* ------------------------------------------------------------------------ */
+/* hostile shards and stale manifests (issue 10)                            */
+
+/*
+ * A shard with good samples and then a member whose PAX header claims
+ * 10^13 bytes: the good samples are delivered (the damage is reported),
+ * nothing is allocated for the claim; with a manifest that counts the
+ * liar, it counts as damaged.
+ */
+TEST(loader_lying_size_keeps_the_good_samples)
+{
+	struct sk_loader_config c;
+	struct run r;
+	uint8_t *jpg;
+	size_t len;
+
+	make_jpeg(1, 40, 30, &jpg, &len);
+	t_write_file(t_path("a.jpg"), jpg, len);
+	free(jpg);
+	t_system("cd '%s' && python3 - <<'PY'\n"
+	    "import io, tarfile\n"
+	    "jpg = open('a.jpg', 'rb').read()\n"
+	    "with tarfile.open('lie.tar', 'w', format=tarfile.PAX_FORMAT) as tf:\n"
+	    "    for k in ('good0', 'good1'):\n"
+	    "        for ext, data in (('jpg', jpg), ('cls', b'3')):\n"
+	    "            ti = tarfile.TarInfo(k + '.' + ext)\n"
+	    "            ti.size = len(data)\n"
+	    "            tf.addfile(ti, io.BytesIO(data))\n"
+	    "    ti = tarfile.TarInfo('liar.jpg')\n"
+	    "    ti.size = len(jpg)\n"
+	    "    ti.pax_headers = {'size': '10000000000000'}\n"
+	    "    tf.addfile(ti, io.BytesIO(jpg))\n"
+	    "    ti = tarfile.TarInfo('liar.cls')\n"
+	    "    ti.size = 1\n"
+	    "    tf.addfile(ti, io.BytesIO(b'4'))\n"
+	    "PY", t_tmpdir());
+	sk_loader_config_init(&c);
+	c.urls = t_path("lie.tar");
+	c.batch = 1;
+	c.image_size = 16;
+	c.workers = 1;
+	c.remainder = SK_REMAINDER_KEEP;
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 2);
+	CHECK(strstr(r.text, "/good0/3/") != NULL);
+	CHECK(strstr(r.text, "/good1/3/") != NULL);
+	CHECK_EQ_INT((int)r.st.skipped_total, 0);
+	free(r.text);
+
+	t_write_file(t_path("lie.json"), "{\"__kind__\": "
+	    "\"wids-shard-index-v1\", \"wids_version\": 1, \"shardlist\": "
+	    "[{\"url\": \"lie.tar\", \"nsamples\": 3}]}\n", 105);
+	c.urls = NULL;
+	c.manifest = t_path("lie.json");
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 2);
+	CHECK_EQ_INT((int)r.st.skipped[SK_SKIP_DAMAGED], 1);
+	free(r.text);
+}
+
+/* Write s.json again with shard i's count (and size, unless keep_size is
+ * 0) changed. */
+static void
+edit_manifest(size_t i, uint64_t nsamples, int keep_size)
+{
+	struct sk_manifest m;
+	struct sk_error err;
+
+	memset(&m, 0, sizeof m);
+	CHECK_OK(sk_manifest_read(t_path("s.json"), &m, &err), &err);
+	CHECK(i < m.nshards);
+	m.shards[i].nsamples = nsamples;
+	if (!keep_size)
+		m.shards[i].filesize += 512;
+	CHECK_OK(sk_manifest_write(t_path("s.json"), &m, &err), &err);
+	sk_manifest_free(&m);
+}
+
+/* A manifest that counts fewer samples than a shard holds: the extra ones
+ * are counted as unplanned and the shard as mismatched, never silently
+ * dropped; one that counts more: the missing ones are damaged. */
+TEST(loader_stale_manifest_is_reported)
+{
+	struct sk_loader_config c;
+	struct run r;
+
+	make_shards(2, 3, NULL);
+	edit_manifest(0, 2, 1);
+	small_config(&c, 1);
+	c.remainder = SK_REMAINDER_KEEP;
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 5);
+	CHECK_EQ_INT((int)r.st.unplanned, 1);
+	CHECK_EQ_INT((int)r.st.mismatched_shards, 1);
+	CHECK_EQ_INT((int)r.st.skipped_total, 0);
+	free(r.text);
+
+	make_shards(2, 3, NULL);
+	edit_manifest(1, 4, 1);
+	small_config(&c, 1);
+	c.remainder = SK_REMAINDER_KEEP;
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 6);
+	CHECK_EQ_INT((int)r.st.skipped[SK_SKIP_DAMAGED], 1);
+	free(r.text);
+
+	/* A size other than the file's: reported; fatal with strict. */
+	make_shards(2, 3, NULL);
+	edit_manifest(1, 3, 0);
+	small_config(&c, 1);
+	c.remainder = SK_REMAINDER_KEEP;
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 6);
+	CHECK_EQ_INT((int)r.st.mismatched_shards, 1);
+	free(r.text);
+	c.strict = 1;
+	{
+		sk_loader *l;
+		struct sk_batch b;
+		int rc;
+
+		CHECK_OK(sk_loader_open(&l, &c), l);
+		while ((rc = sk_loader_next(l, &b)) > 0)
+			sk_loader_release(l, &b);
+		CHECK(rc < 0);
+		CHECK_CONTAINS(sk_errmsg(l), "s-000001.tar");
+		CHECK_CONTAINS(sk_errmsg(l), "manifest");
+		sk_loader_close(l);
+	}
+}
+
+/* Samples over the byte limit are skipped as too big, unread, and the
+ * epoch goes on to its end. */
+TEST(loader_sample_over_the_byte_limit_is_skipped)
+{
+	struct sk_loader_config c;
+	struct run r;
+
+	make_shards(1, 4, NULL);
+	small_config(&c, 1);
+	c.remainder = SK_REMAINDER_KEEP;
+	c.max_sample_bytes = 200;	/* every sample's JPEG is larger */
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 0);
+	CHECK_EQ_INT((int)r.st.skipped[SK_SKIP_TOO_BIG], 4);
+	free(r.text);
+}
