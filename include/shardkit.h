@@ -3,11 +3,12 @@
  * manifests and the image codec that the tools and the loader share.
  *
  * To write a dataset as shards:
- *   1) sk_tar_writer_open() on the final shard path (bytes go to PATH.part);
+ *   1) sk_tar_writer_open() on the final shard path (bytes go to a
+ *      temporary file beside it, see sk_atomic_open());
  *   2) sk_tar_writer_add() each member of each sample, members of a sample
  *      adjacent, named KEY.EXT;
- *   3) sk_tar_writer_close() renames PATH.part to PATH and reports the size
- *      and MD5 for the manifest; sk_tar_writer_abort() removes PATH.part;
+ *   3) sk_tar_writer_close() renames it to PATH and reports the size
+ *      and MD5 for the manifest; sk_tar_writer_abort() removes it;
  *   4) sk_manifest_write() the wids shard index NAME.json.
  *
  * To read a shard:
@@ -205,7 +206,7 @@ typedef struct sk_tar_writer sk_tar_writer;
 
 struct sk_tar_writer_opts {
 	int64_t mtime;		/* < 0: SOURCE_DATE_EPOCH, else 0 */
-	int fsync;		/* fsync PATH.part before the rename */
+	int fsync;		/* fsync the shard and its folder */
 };
 
 struct sk_shard_info {
@@ -217,18 +218,19 @@ struct sk_shard_info {
 /* SOURCE_DATE_EPOCH as a member mtime: 0 when unset, SK_EINVAL (and 0)
  * when it is not a non-negative count of seconds. */
 int sk_source_date_epoch(int64_t *mtime);
-/* Create PATH.part. On failure *out holds a handle with the message. */
+/* Create the temporary file. On failure *out holds a handle with the
+ * message. */
 int sk_tar_writer_open(sk_tar_writer **out, const char *path,
     const struct sk_tar_writer_opts *opts);
 int sk_tar_writer_add(sk_tar_writer *w, const char *name, const void *data,
     size_t size);
 /* Bytes written so far, headers and padding included. */
 uint64_t sk_tar_writer_bytes(const sk_tar_writer *w);
-/* Finish, rename PATH.part to PATH, free w. info may be NULL. On failure
- * PATH.part is removed and err says why. */
+/* Finish, rename the file to PATH, free w. info may be NULL. On failure
+ * the temporary file is removed and err says why. */
 int sk_tar_writer_close(sk_tar_writer *w, struct sk_shard_info *info,
     struct sk_error *err);
-/* Remove PATH.part and free w. */
+/* Remove the temporary file and free w. */
 void sk_tar_writer_abort(sk_tar_writer *w);
 
 /* An upper bound of the bytes a member adds to a shard (header, any PAX

@@ -1,7 +1,7 @@
 /*
  * tar_write.c - deterministic shard writing through libarchive: ustar
  * headers with fixed fields, PAX only where ustar cannot say it, bytes to
- * PATH.part and a rename when the shard is complete.
+ * a temporary file renamed when the shard is complete (sk_atomic_open).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,9 +48,9 @@ struct sk_tar_writer {
 	struct archive *a;
 	struct archive_entry *entry;	/* reused for every member */
 	struct hasher hash;
-	char *path, *part;
-	int fd;
-	int fsync;
+	char *path;
+	struct sk_atomic out;		/* the shard, under a temporary name */
+	int opened;
 	int64_t mtime;
 	uint64_t bytes;			/* bytes that reached the file */
 	uint64_t nmembers;
@@ -171,12 +171,12 @@ write_cb(struct archive *a, void *arg, const void *buf, size_t n)
 	ssize_t put;
 
 	while (left > 0) {
-		put = write(w->fd, p, left);
+		put = write(w->out.fd, p, left);
 		if (put < 0 && errno == EINTR)
 			continue;
 		if (put < 0) {
 			archive_set_error(a, errno, "%s: write at offset %llu: %s",
-			    w->part, (unsigned long long)w->bytes,
+			    w->path, (unsigned long long)w->bytes,
 			    strerror(errno));
 			return -1;
 		}
@@ -232,26 +232,26 @@ sk_tar_writer_open(sk_tar_writer **out, const char *path,
     const struct sk_tar_writer_opts *opts)
 {
 	struct sk_tar_writer *w;
+	struct sk_error err;
+	int rc;
 
 	*out = NULL;
 	if ((w = calloc(1, sizeof *w)) == NULL)
 		return SK_ENOMEM;
 	sk__handle_init(&w->h, SK__MAGIC_TAR_WRITER);
-	w->fd = -1;
 	*out = w;
 	w->mtime = opts != NULL && opts->mtime >= 0 ? opts->mtime :
 	    default_mtime();
-	w->fsync = opts != NULL && opts->fsync;
 	if ((w->path = strdup(path)) == NULL ||
-	    (w->part = sk__asprintf("%s.part", path)) == NULL ||
 	    (w->a = archive_write_new()) == NULL ||
 	    (w->entry = archive_entry_new()) == NULL ||
 	    hash_start(&w->hash) != 0)
 		return sk__fatal(&w->h, SK_ENOMEM, "out of memory");
-	w->fd = open(w->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0)
-		return sk__fatal(&w->h, sk_errno_code(errno), "%s: %s",
-		    w->part, strerror(errno));
+	/* Shards are bulk output: fsync only when asked (pack --fsync). */
+	if ((rc = sk_atomic_open(&w->out, path, opts != NULL && opts->fsync ?
+	    0 : SK_ATOMIC_NOSYNC, 0644, &err)) != 0)
+		return sk__fatal(&w->h, rc, "%s", err.msg);
+	w->opened = 1;
 	/*
 	 * pax_restricted is ustar until a name or size does not fit. Blocks
 	 * of 10240 keep writes large; the last one is not padded, so a
@@ -262,11 +262,10 @@ sk_tar_writer_open(sk_tar_writer **out, const char *path,
 	    archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
 	    archive_write_open2(w->a, w, NULL, write_cb, NULL, NULL) !=
 	    ARCHIVE_OK) {
-		int rc = sk__fatal(&w->h, archive_code(w->a), "%s: %s",
-		    w->part, archive_error_string(w->a));
-		close(w->fd);
-		w->fd = -1;
-		unlink(w->part);
+		rc = sk__fatal(&w->h, archive_code(w->a), "%s: %s",
+		    w->path, archive_error_string(w->a));
+		sk_atomic_abort(&w->out);
+		w->opened = 0;
 		return rc;
 	}
 	return 0;
@@ -299,7 +298,7 @@ sk_tar_writer_add(sk_tar_writer *w, const char *name, const void *data,
 	    (size > 0 && archive_write_data(w->a, data, size) !=
 	    (la_ssize_t)size))
 		return sk__fatal(&w->h, archive_code(w->a), "%s: %s: %s",
-		    w->part, name, archive_error_string(w->a));
+		    w->path, name, archive_error_string(w->a));
 	w->nmembers++;
 	return 0;
 }
@@ -320,10 +319,9 @@ writer_free(sk_tar_writer *w)
 	if (w->entry != NULL)
 		archive_entry_free(w->entry);
 	hash_free(&w->hash);
-	if (w->fd >= 0)
-		close(w->fd);
+	if (w->opened)
+		sk_atomic_abort(&w->out);
 	free(w->path);
-	free(w->part);
 	w->h.magic = 0;
 	free(w);
 }
@@ -333,9 +331,7 @@ sk_tar_writer_abort(sk_tar_writer *w)
 {
 	if (w == NULL)
 		return;
-	if (w->fd >= 0)
-		unlink(w->part);
-	writer_free(w);
+	writer_free(w);		/* removes the temporary file */
 }
 
 int
@@ -358,26 +354,11 @@ sk_tar_writer_close(sk_tar_writer *w, struct sk_shard_info *info,
 		    archive_error_string(w->a));
 		goto fail;
 	}
-	if (w->fsync && fsync(w->fd) != 0) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: fsync: %s",
-		    w->part, strerror(errno));
-		goto fail;
-	}
-	/* close() reports delayed write errors (NFS, quotas). */
-	rc = close(w->fd);
-	w->fd = -1;
-	if (rc != 0) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", w->part,
-		    strerror(errno));
-		unlink(w->part);
+	/* Commit closes (which reports delayed write errors: NFS,
+	 * quotas), renames, and removes the temporary file on failure. */
+	w->opened = 0;
+	if ((rc = sk_atomic_commit(&w->out, err)) != 0)
 		goto out;
-	}
-	if (rename(w->part, w->path) != 0) {
-		rc = sk_error_set(err, sk_errno_code(errno),
-		    "rename %s to %s: %s", w->part, w->path, strerror(errno));
-		unlink(w->part);
-		goto out;
-	}
 	if (info != NULL) {
 		hash_finish(&w->hash);
 		EVP_DigestFinal_ex(w->hash.md5, digest, &dlen);
@@ -388,7 +369,7 @@ sk_tar_writer_close(sk_tar_writer *w, struct sk_shard_info *info,
 	rc = 0;
 	goto out;
 fail:
-	unlink(w->part);
+	/* writer_free removes the temporary file */
 out:
 	writer_free(w);
 	return rc;
