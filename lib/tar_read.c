@@ -1,7 +1,8 @@
 /*
  * tar_read.c - reading shards through libarchive from any source: ustar,
  * GNU and PAX (the webdataset ShardWriter writes PAX for every member),
- * optionally compressed. Damage is reported with the URL and the offset.
+ * plain or compressed with gzip or zstd. Damage is reported with the URL
+ * and the offset.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ struct sk_tar_reader {
 	struct archive *a;
 	sk_source *src;
 	int flags;
+	int gzip, zstd;		/* whether each filter is on (in-process) */
 	unsigned char *buf;
 	uint64_t next_header;	/* where the next header should start */
 	uint64_t member_offset;	/* header offset of the current member */
@@ -61,6 +63,84 @@ skip_cb(struct archive *a, void *arg, la_int64_t request)
 	return request;
 }
 
+/*
+ * Turn on one of the filters libarchive can run in-process. A support call
+ * returns ARCHIVE_WARN when this libarchive was built without the codec
+ * and would fork an external program (gzip -d, zstd -d) from $PATH on the
+ * bytes instead; a filter cannot be taken back once added, so try it on a
+ * scratch handle first. Every other filter (lrzip, lzop, grzip, lzip, ...)
+ * runs a program whatever the build, and none of them is ever turned on:
+ * shards are untrusted input.
+ */
+static int
+add_filter(struct archive *a, int (*support)(struct archive *))
+{
+	struct archive *probe;
+	int rc;
+
+	if ((probe = archive_read_new()) == NULL)
+		return 0;
+	rc = support(probe);
+	archive_read_free(probe);
+	return rc == ARCHIVE_OK && support(a) == ARCHIVE_OK;
+}
+
+/* Compressed or encoded data the tar format did not recognize: named, so
+ * the message says why. Sniffed only after libarchive gave up, so a tar
+ * whose first name happens to start with "BZh" or "LZIP" is still read. */
+enum { NO_FILTER, GZIP, ZSTD };
+
+static const struct {
+	const char *what;
+	size_t len;
+	const char *magic;
+	int filter;		/* read in-process when that filter is on */
+} magics[] = {
+	{ "gzip-compressed data", 2, "\x1f\x8b", GZIP },
+	{ "zstd-compressed data", 4, "\x28\xb5\x2f\xfd", ZSTD },
+	{ "bzip2-compressed data", 3, "BZh", NO_FILTER },
+	{ "xz-compressed data", 6, "\xfd" "7zXZ\0", NO_FILTER },
+	{ "lz4-compressed data", 4, "\x04\x22\x4d\x18", NO_FILTER },
+	{ "lz4-compressed data", 4, "\x02\x21\x4c\x18", NO_FILTER },
+	{ "lzop-compressed data", 9, "\x89" "LZO\0\r\n\x1a\n", NO_FILTER },
+	{ "lrzip-compressed data", 4, "LRZI", NO_FILTER },
+	{ "grzip-compressed data", 8, "GRZipII\0", NO_FILTER },
+	{ "lzip-compressed data", 4, "LZIP", NO_FILTER },
+	{ "compress (.Z) data", 2, "\x1f\x9d", NO_FILTER },
+	{ "uuencoded data", 6, "begin ", NO_FILTER },
+	{ "an RPM package", 4, "\xed\xab\xee\xdb", NO_FILTER },
+	{ "lzma-compressed data", 3, "\x5d\0\0", NO_FILTER },
+};
+
+static int
+open_failed(struct sk_tar_reader *r)
+{
+	unsigned char head[16];
+	int64_t got;
+	size_t i;
+
+	got = sk_source_pread(r->src, head, sizeof head, 0);
+	for (i = 0; got > 0 && i < sizeof magics / sizeof magics[0]; i++) {
+		if ((size_t)got < magics[i].len ||
+		    memcmp(head, magics[i].magic, magics[i].len) != 0)
+			continue;
+		if ((magics[i].filter == GZIP && r->gzip) ||
+		    (magics[i].filter == ZSTD && r->zstd))
+			break;	/* compressed, but no tar inside */
+		if (magics[i].filter != NO_FILTER)
+			return sk__fatal(&r->h, SK_EFORMAT, "%s: offset 0: "
+			    "not a tar archive (%s needs a libarchive built "
+			    "with %s; this one would run an external program)",
+			    r->src->url, magics[i].what,
+			    magics[i].filter == GZIP ? "zlib" : "libzstd");
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset 0: not a tar "
+		    "archive (%s is not supported; shards may be plain, gzip "
+		    "or zstd)", r->src->url, magics[i].what);
+	}
+	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset 0: %s", r->src->url,
+	    AERR(r->a));
+}
+
 int
 sk_tar_reader_open(sk_tar_reader **out, sk_source *src, int flags)
 {
@@ -87,13 +167,13 @@ sk_tar_reader_open(sk_tar_reader **out, sk_source *src, int flags)
 	    (r->a = archive_read_new()) == NULL)
 		return sk__fatal(&r->h, SK_ENOMEM, "out of memory");
 	archive_read_support_format_tar(r->a);
-	archive_read_support_filter_all(r->a);
+	r->gzip = add_filter(r->a, archive_read_support_filter_gzip);
+	r->zstd = add_filter(r->a, archive_read_support_filter_zstd);
 	archive_read_set_callback_data(r->a, r);
 	archive_read_set_read_callback(r->a, read_cb);
 	archive_read_set_skip_callback(r->a, skip_cb);
 	if (archive_read_open1(r->a) != ARCHIVE_OK)
-		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset 0: %s",
-		    src->url, AERR(r->a));
+		return open_failed(r);
 	return 0;
 }
 
