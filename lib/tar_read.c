@@ -4,6 +4,7 @@
  * plain or compressed with gzip or zstd. Damage is reported with the URL
  * and the offset.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,6 +258,37 @@ end_check(struct sk_tar_reader *r)
 	return 0;
 }
 
+/*
+ * A header may claim any size (PAX: any decimal). In a plain tar the data
+ * follows the header, so a member that claims more than the file still
+ * holds is damage now, not an allocation or a long skip later; this also
+ * catches a truncated file at the member it cuts. Compressed input has no
+ * such bound: readers grow their buffers with the data that arrives.
+ */
+static int
+size_check(struct sk_tar_reader *r, const struct sk_tar_member *m)
+{
+	uint64_t size, left;
+	char name[128];
+	size_t i;
+
+	if (archive_filter_count(r->a) > 1 ||
+	    sk_source_size(r->src, &size) != 0)
+		return 0;
+	left = m->data_offset < size ? size - m->data_offset : 0;
+	if (m->size <= left)
+		return 0;
+	/* The name is the shard's to choose: no control bytes to a terminal. */
+	snprintf(name, sizeof name, "%s", m->name);
+	for (i = 0; name[i] != '\0'; i++)
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+			name[i] = '?';
+	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: member %s "
+	    "claims %llu bytes, but the file has %llu bytes left",
+	    r->src->url, (unsigned long long)m->header_offset, name,
+	    (unsigned long long)m->size, (unsigned long long)left);
+}
+
 int
 sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m)
 {
@@ -290,6 +322,8 @@ sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m)
 		r->data_offset = m->data_offset;
 		r->member_offset = m->header_offset;
 		r->data_read = 0;
+		if ((rc = size_check(r, m)) != 0)
+			return rc;
 		r->next_header = m->data_offset + ((m->size + 511) & ~511ULL);
 		if ((r->flags & SK_TAR_ALL_ENTRIES) ||
 		    (m->type == SK_TAR_FILE && !is_metadata(name)))
