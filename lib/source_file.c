@@ -1,6 +1,6 @@
 /*
- * source_file.c - the local-file source: pread on a descriptor, and
- * directory listing for sk_source_list.
+ * source_file.c - the local-file source: pread on a descriptor of a regular
+ * file, and directory listing for sk_source_list.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,23 +17,65 @@ struct file_impl {
 	uint64_t size;
 };
 
+static const char *
+file_type(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a fifo";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	return "an unknown kind of file";
+}
+
+/*
+ * Only a regular file is a shard. A FIFO would block the open until a
+ * writer comes and then give whatever it writes; a device or a directory
+ * is never a tar. O_NONBLOCK keeps the open itself from waiting; the type
+ * is checked on the descriptor (a named symlink is followed, its target
+ * checked), and reads block as usual after that.
+ */
 static int
 file_open(sk_source *s, const struct sk_url *u)
 {
 	struct file_impl *f;
 	struct stat st;
-	int fd;
+	int fd, fl;
 
-	if ((fd = open(u->path, O_RDONLY | O_CLOEXEC)) < 0)
-		return sk__fail(&s->h, sk_errno_code(errno), "%s: %s",
-		    s->url, strerror(errno));
-	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+	if ((fd = open(u->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		int e = errno;
 
-		if (e == 0 || S_ISDIR(st.st_mode))
-			e = EISDIR;
+		/* A socket cannot be opened at all: say what it is. */
+		if (e == ENXIO && stat(u->path, &st) == 0 &&
+		    !S_ISREG(st.st_mode))
+			return sk__fail(&s->h, SK_EINVAL, "%s: not a regular "
+			    "file (%s)", s->url, file_type(st.st_mode));
+		return sk__fail(&s->h, sk_errno_code(e), "%s: %s", s->url,
+		    strerror(e));
+	}
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+
 		close(fd);
-		return sk__fail(&s->h, SK_EINVAL, "%s: %s", s->url,
+		return sk__fail(&s->h, sk_errno_code(e), "%s: %s", s->url,
+		    strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return sk__fail(&s->h, SK_EINVAL, "%s: not a regular file (%s)",
+		    s->url, file_type(st.st_mode));
+	}
+	if ((fl = fcntl(fd, F_GETFL)) < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		int e = errno;
+
+		close(fd);
+		return sk__fail(&s->h, sk_errno_code(e), "%s: %s", s->url,
 		    strerror(e));
 	}
 	if ((f = malloc(sizeof *f)) == NULL) {
