@@ -3,10 +3,14 @@
  * sample counts, sizes and MD5s, plus shardkit's "info" object with the
  * class names and counts.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -150,13 +154,88 @@ sk_manifest_write(const char *path, const struct sk_manifest *m,
 	return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* reading                                                                  */
+
+/*
+ * What a manifest may make the reader hold. The largest public WebDataset
+ * sets list about a million shards at some 150 bytes an entry; these
+ * bounds leave room above that and keep a runaway file from costing
+ * memory without end (jansson takes several times the text's size).
+ */
+#define MANIFEST_MAX_BYTES	((uint64_t)256 << 20)
+#define MANIFEST_MAX_SHARDS	((size_t)10000000)
+
+/* The whole file, NUL-terminated. Only a regular file: a FIFO would block
+ * the reader until a writer came (O_NONBLOCK keeps the open from waiting). */
+static char *
+read_text(const char *path, size_t *len, struct sk_error *err)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	ssize_t got;
+	int fd, e;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+		sk_error_set(err, sk_errno_code(errno), "%s: %s", path,
+		    strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		sk_error_set(err, sk_errno_code(e), "%s: %s", path,
+		    strerror(e));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		sk_error_set(err, SK_EINVAL, "%s: not a regular file (%s)", path,
+		    S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ?
+		    "a fifo" : "a device or socket");
+		goto out;
+	}
+	if ((uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
+		sk_error_set(err, SK_ETOOBIG, "%s: %llu bytes; a manifest may "
+		    "have at most %llu", path, (unsigned long long)st.st_size,
+		    (unsigned long long)MANIFEST_MAX_BYTES);
+		goto out;
+	}
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		sk_error_set(err, SK_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Up to the size fstat saw: a file still growing is cut there and
+	 * then fails to parse, rather than growing the buffer. */
+	while (n < (size_t)st.st_size) {
+		got = read(fd, buf + n, (size_t)st.st_size - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			e = errno;
+			sk_error_set(err, sk_errno_code(e), "%s: %s", path,
+			    strerror(e));
+			free(buf);
+			buf = NULL;
+			goto out;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	buf[n] = '\0';
+	*len = n;
+out:
+	close(fd);
+	return buf;
+}
+
 static int
 read_info(json_t *info, struct sk_manifest *m, const char *path,
     struct sk_error *err)
 {
 	json_t *names = json_object_get(info, "classes");
 	json_t *counts = json_object_get(info, "class_counts");
-	json_t *rest;
+	json_t *rest, *c;
 	size_t i, n;
 
 	if (names != NULL && json_is_array(names)) {
@@ -176,10 +255,15 @@ read_info(json_t *info, struct sk_manifest *m, const char *path,
 				return sk_error_set(err, SK_ENOMEM,
 				    "out of memory");
 			m->nclasses++;
-			if (json_is_array(counts) &&
-			    json_is_integer(json_array_get(counts, i)))
+			c = json_is_array(counts) ?
+			    json_array_get(counts, i) : NULL;
+			if (json_is_integer(c) && json_integer_value(c) < 0)
+				return sk_error_set(err, SK_EFORMAT,
+				    "%s: info.class_counts[%zu] is negative",
+				    path, i);
+			if (json_is_integer(c))
 				m->class_counts[i] = (uint64_t)
-				    json_integer_value(json_array_get(counts, i));
+				    json_integer_value(c);
 		}
 	}
 	rest = json_deep_copy(info);
@@ -192,24 +276,147 @@ read_info(json_t *info, struct sk_manifest *m, const char *path,
 	return 0;
 }
 
+/* A count or a size: a JSON integer >= 0 (jansson refuses integers past
+ * int64 when it parses). A real such as 1.5 or 1e3 is refused too. */
+static int
+get_count(json_t *v, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+/* Compressed shards hold more samples than their size allows a plain tar.
+ * (wids itself reads plain tars only.) */
+static int
+compressed_name(const char *url)
+{
+	static const char *const ext[] = { ".gz", ".tgz", ".zst", ".zstd",
+	    ".tzst" };
+	size_t n = strcspn(url, "?#"), i, k;
+
+	for (i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+		k = strlen(ext[i]);
+		if (n >= k && strncasecmp(url + n - k, ext[i], k) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* One shardlist entry, checked: the values a stale or hostile manifest
+ * could carry would otherwise plan samples that are not there. */
+static int
+read_shard(json_t *s, size_t i, struct sk_manifest_shard *out,
+    const char *path, struct sk_error *err)
+{
+	json_t *fs = json_object_get(s, "filesize");
+	json_t *md5 = json_object_get(s, "md5sum");
+	const char *url, *hex;
+	uint64_t most;
+	size_t k;
+
+	url = json_string_value(json_object_get(s, "url"));
+	if (!json_is_object(s) || url == NULL || url[0] == '\0' ||
+	    json_object_get(s, "nsamples") == NULL)
+		return sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] needs "
+		    "\"url\" and \"nsamples\"", path, i);
+	if (get_count(json_object_get(s, "nsamples"), &out->nsamples) != 0)
+		return sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] (%s): "
+		    "\"nsamples\" must be an integer >= 0", path, i, url);
+	if (fs != NULL && !json_is_null(fs) &&
+	    get_count(fs, &out->filesize) != 0)
+		return sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] (%s): "
+		    "\"filesize\" must be an integer >= 0", path, i, url);
+	/* Each sample has at least one member, a 512-byte header, and a tar
+	 * ends in two zero blocks (POSIX). */
+	if (fs != NULL && !json_is_null(fs) && !compressed_name(url)) {
+		most = out->filesize >= SK_TAR_TRAILER_BYTES ?
+		    (out->filesize - SK_TAR_TRAILER_BYTES) / 512 : 0;
+		if (out->nsamples > most)
+			return sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
+			    "(%s): \"nsamples\": %llu, but a %llu-byte tar "
+			    "holds at most %llu samples (a stale manifest?)",
+			    path, i, url, (unsigned long long)out->nsamples,
+			    (unsigned long long)out->filesize,
+			    (unsigned long long)most);
+	}
+	if (md5 != NULL && !json_is_null(md5)) {
+		hex = json_string_value(md5);
+		k = hex != NULL ? strspn(hex, "0123456789abcdefABCDEF") : 0;
+		if (hex == NULL || hex[k] != '\0' || (k != 0 && k != 32))
+			return sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
+			    "(%s): \"md5sum\" must be 32 hex digits", path, i,
+			    url);
+		memcpy(out->md5, hex, k + 1);
+	}
+	if ((out->url = strdup(url)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	return 0;
+}
+
+struct url_at {
+	const char *url;
+	size_t i;
+};
+
+static int
+cmp_url_at(const void *a, const void *b)
+{
+	const struct url_at *x = a, *y = b;
+	int c = strcmp(x->url, y->url);
+
+	return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* A shard listed twice would be read twice an epoch: samples invented. */
+static int
+no_duplicates(const struct sk_manifest *m, const char *path,
+    struct sk_error *err)
+{
+	struct url_at *v;
+	size_t i;
+	int rc = 0;
+
+	if (m->nshards < 2)
+		return 0;
+	if ((v = malloc(m->nshards * sizeof *v)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	for (i = 0; i < m->nshards; i++) {
+		v[i].url = m->shards[i].url;
+		v[i].i = i;
+	}
+	qsort(v, m->nshards, sizeof *v, cmp_url_at);
+	for (i = 1; i < m->nshards && rc == 0; i++)
+		if (strcmp(v[i - 1].url, v[i].url) == 0)
+			rc = sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
+			    "and shardlist[%zu] both name %s", path,
+			    v[i - 1].i, v[i].i, v[i].url);
+	free(v);
+	return rc;
+}
+
 int
 sk_manifest_read(const char *path, struct sk_manifest *m,
     struct sk_error *err)
 {
-	json_t *root, *list, *s, *info;
+	json_t *root = NULL, *list, *s, *info;
 	json_error_t jerr;
-	const char *kind, *url, *md5;
-	size_t i;
+	const char *kind;
+	uint64_t total = 0;
+	char *text;
+	size_t i, len = 0;
 	int rc = 0;
 
 	memset(m, 0, sizeof *m);
-	if ((root = json_load_file(path, 0, &jerr)) == NULL) {
-		if (jerr.line < 1)
-			return sk_error_set(err, SK_ENOENT, "%s: %s", path,
-			    jerr.text);
+	if ((text = read_text(path, &len, err)) == NULL)
+		return err != NULL ? err->code : SK_EIO;
+	/* Duplicate keys: {"nsamples": 1, "nsamples": 9} means no one thing. */
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(text);
+	if (root == NULL)
 		return sk_error_set(err, SK_EFORMAT, "%s: line %d: %s", path,
 		    jerr.line, jerr.text);
-	}
 	kind = json_string_value(json_object_get(root, "__kind__"));
 	list = json_object_get(root, "shardlist");
 	if (kind == NULL || strcmp(kind, WIDS_KIND) != 0 ||
@@ -219,31 +426,32 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 		    "and a \"shardlist\" array)", path, WIDS_KIND);
 		goto out;
 	}
+	if (json_array_size(list) > MANIFEST_MAX_SHARDS) {
+		rc = sk_error_set(err, SK_ETOOBIG, "%s: %zu shards; a manifest "
+		    "may list at most %zu", path, json_array_size(list),
+		    MANIFEST_MAX_SHARDS);
+		goto out;
+	}
+	if (json_array_size(list) > 0 && (m->shards = calloc(
+	    json_array_size(list), sizeof *m->shards)) == NULL) {
+		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+		goto out;
+	}
 	json_array_foreach(list, i, s) {
-		url = json_string_value(json_object_get(s, "url"));
-		md5 = json_string_value(json_object_get(s, "md5sum"));
-		if (url == NULL ||
-		    !json_is_integer(json_object_get(s, "nsamples"))) {
-			rc = sk_error_set(err, SK_EFORMAT,
-			    "%s: shardlist[%zu] needs \"url\" and \"nsamples\"",
+		if ((rc = read_shard(s, i, &m->shards[i], path, err)) != 0)
+			goto out;
+		m->nshards++;
+		/* Counts are added up into a uint64_t by every reader. */
+		if (m->shards[i].nsamples > (uint64_t)INT64_MAX - total) {
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the shards' "
+			    "\"nsamples\" add up past 2^63 at shardlist[%zu]",
 			    path, i);
 			goto out;
 		}
-		if (json_integer_value(json_object_get(s, "nsamples")) < 0 ||
-		    json_integer_value(json_object_get(s, "filesize")) < 0) {
-			rc = sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
-			    "(%s): \"nsamples\" and \"filesize\" must not be "
-			    "negative", path, i, url);
-			goto out;
-		}
-		if (sk_manifest_add_shard(m, url, (uint64_t)json_integer_value(
-		    json_object_get(s, "nsamples")), (uint64_t)
-		    json_integer_value(json_object_get(s, "filesize")),
-		    md5) != 0) {
-			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
-			goto out;
-		}
+		total += m->shards[i].nsamples;
 	}
+	if ((rc = no_duplicates(m, path, err)) != 0)
+		goto out;
 	info = json_object_get(root, "info");
 	if (json_is_object(info))
 		rc = read_info(info, m, path, err);
