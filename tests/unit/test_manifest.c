@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -185,7 +186,7 @@ TEST(manifest_overwrite_atomic)
 	t_write_file("o.json", "old", 3);
 	t_write_file("o.json.part", "stale", 5);
 	memset(&m, 0, sizeof m);
-	CHECK_OK(sk_manifest_add_shard(&m, "new.tar", 5, 1024, MD5_A), &err);
+	CHECK_OK(sk_manifest_add_shard(&m, "new.tar", 5, 6144, MD5_A), &err);
 	CHECK_OK(sk_manifest_write("o.json", &m, &err), &err);
 	CHECK(!exists("o.json.part"));
 	CHECK_OK(sk_manifest_read("o.json", &r, &err), &err);
@@ -256,6 +257,155 @@ TEST(manifest_read_errors)
 	expect_read_error(__LINE__, "nourl.json", "{\"__kind__\": "
 	    "\"wids-shard-index-v1\", \"wids_version\": 1, \"shardlist\": "
 	    "[{\"nsamples\": 3}]}", SK_EFORMAT);
+}
+
+#define WIDS "{\"__kind__\": \"wids-shard-index-v1\", \"wids_version\": 1, "
+
+/* A manifest of one shardlist (JSON text) that must be refused with a
+ * message naming the file and holding want. */
+static void
+expect_refused(int line, const char *name, const char *list, int code,
+    const char *want)
+{
+	struct sk_manifest r;
+	struct sk_error err = { 0 };
+	char *text;
+	int rc;
+
+	CHECK((text = malloc(strlen(list) + 100)) != NULL);
+	sprintf(text, WIDS "\"shardlist\": %s}", list);
+	t_write_file(name, text, strlen(text));
+	free(text);
+	memset(&r, 0xa5, sizeof r);
+	rc = sk_manifest_read(t_path(name), &r, &err);
+	if (rc != code)
+		t_fail(__FILE__, line, "%s: sk_manifest_read = %d (%s), want %d:"
+		    " %s", name, rc, sk_strerror(rc), code, err.msg);
+	if (strstr(err.msg, t_path(name)) == NULL ||
+	    strstr(err.msg, want) == NULL)
+		t_fail(__FILE__, line, "%s: message lacks the path or \"%s\": "
+		    "%s", name, want, err.msg);
+	t_diag("%s", err.msg);
+	CHECK_EQ_INT(r.nshards, 0);
+	sk_manifest_free(&r);
+}
+
+static void
+expect_accepted(int line, const char *name, const char *list, size_t n)
+{
+	struct sk_manifest r;
+	struct sk_error err = { 0 };
+	char *text;
+
+	CHECK((text = malloc(strlen(list) + 100)) != NULL);
+	sprintf(text, WIDS "\"shardlist\": %s}", list);
+	t_write_file(name, text, strlen(text));
+	free(text);
+	if (sk_manifest_read(t_path(name), &r, &err) != 0)
+		t_fail(__FILE__, line, "%s refused: %s", name, err.msg);
+	CHECK_EQ_INT(r.nshards, n);
+	sk_manifest_free(&r);
+}
+
+/*
+ * Issue 10, case 5: values no shard can have, from a stale or hostile
+ * manifest, are refused with the manifest's name and the entry; the loader
+ * would otherwise plan samples that are not there.
+ */
+TEST(manifest_read_impossible_values)
+{
+	/* A 10 KiB plain tar holds at most (10240 - 1024) / 512 = 18. */
+	expect_refused(__LINE__, "stale.json", "[{\"url\": \"s-000.tar\", "
+	    "\"nsamples\": 2000000, \"filesize\": 10240}]", SK_EFORMAT,
+	    "shardlist[0] (s-000.tar): \"nsamples\": 2000000, but a "
+	    "10240-byte tar holds at most 18 samples");
+	expect_accepted(__LINE__, "edge.json", "[{\"url\": \"s-000.tar\", "
+	    "\"nsamples\": 18, \"filesize\": 10240}]", 1);
+	expect_refused(__LINE__, "edge1.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1, \"filesize\": 10240}, {\"url\": \"s-000.tar\", "
+	    "\"nsamples\": 19, \"filesize\": 10240}]", SK_EFORMAT,
+	    "shardlist[1] (s-000.tar)");
+	expect_refused(__LINE__, "zero.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 1, \"filesize\": 0}]", SK_EFORMAT, "at most 0");
+	/* No filesize: nothing to check against. Compressed: no bound. */
+	expect_accepted(__LINE__, "nosize.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 5}]", 1);
+	expect_accepted(__LINE__, "gz.json", "[{\"url\": \"s.tar.gz\", "
+	    "\"nsamples\": 1000, \"filesize\": 10240}, {\"url\": \"t.tar.zst\","
+	    " \"nsamples\": 1000, \"filesize\": 2048}]", 2);
+
+	/* Not a count. */
+	expect_refused(__LINE__, "neg.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": -1}]", SK_EFORMAT, "\"nsamples\" must be an "
+	    "integer >= 0");
+	expect_refused(__LINE__, "real.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 1.5}]", SK_EFORMAT, "(s.tar): \"nsamples\"");
+	expect_refused(__LINE__, "exp.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 1e3}]", SK_EFORMAT, "(s.tar): \"nsamples\"");
+	expect_refused(__LINE__, "str.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": \"3\"}]", SK_EFORMAT, "(s.tar): \"nsamples\"");
+	expect_refused(__LINE__, "huge.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 99999999999999999999}]", SK_EFORMAT, "line 1");
+	expect_refused(__LINE__, "fsneg.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 1, \"filesize\": -4096}]", SK_EFORMAT,
+	    "\"filesize\" must be an integer >= 0");
+	expect_refused(__LINE__, "fsstr.json", "[{\"url\": \"s.tar\", "
+	    "\"nsamples\": 1, \"filesize\": \"big\"}]", SK_EFORMAT,
+	    "\"filesize\"");
+	/* Counts that add up past 2^63 (no filesize to bound each). */
+	expect_refused(__LINE__, "sum.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 5000000000000000000}, {\"url\": \"b.tar\", "
+	    "\"nsamples\": 5000000000000000000}]", SK_EFORMAT,
+	    "add up past 2^63 at shardlist[1]");
+
+	/* Other entries no shard list can hold. */
+	expect_refused(__LINE__, "dup.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1}, {\"url\": \"b.tar\", \"nsamples\": 1}, "
+	    "{\"url\": \"a.tar\", \"nsamples\": 1}]", SK_EFORMAT,
+	    "shardlist[0] and shardlist[2] both name a.tar");
+	expect_refused(__LINE__, "dupkey.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1, \"nsamples\": 9000}]", SK_EFORMAT, "line 1");
+	expect_refused(__LINE__, "emptyurl.json", "[{\"url\": \"\", "
+	    "\"nsamples\": 1}]", SK_EFORMAT, "shardlist[0] needs");
+	expect_refused(__LINE__, "notobj.json", "[3]", SK_EFORMAT,
+	    "shardlist[0] needs");
+	expect_refused(__LINE__, "md5num.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1, \"md5sum\": 12}]", SK_EFORMAT, "\"md5sum\"");
+	expect_refused(__LINE__, "md5short.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1, \"md5sum\": \"abc\"}]", SK_EFORMAT, "\"md5sum\"");
+	expect_accepted(__LINE__, "md5ok.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1, \"md5sum\": \"\"}, {\"url\": \"b.tar\", "
+	    "\"nsamples\": 1, \"md5sum\": \"" MD5_A "\"}]", 2);
+	expect_refused(__LINE__, "classneg.json", "[{\"url\": \"a.tar\", "
+	    "\"nsamples\": 1}], \"info\": {\"classes\": [\"x\"], "
+	    "\"class_counts\": [-3]}", SK_EFORMAT, "info.class_counts[0]");
+}
+
+/* A FIFO, a folder or an oversized file named as a manifest: refused at
+ * once, without blocking or reading it all. */
+TEST(manifest_read_not_a_file)
+{
+	struct sk_manifest r;
+	struct sk_error err = { 0 };
+	FILE *f;
+
+	CHECK(mkfifo("fifo.json", 0644) == 0);
+	CHECK_ERR(sk_manifest_read(t_path("fifo.json"), &r, &err), SK_EINVAL,
+	    &err);
+	CHECK_CONTAINS(err.msg, t_path("fifo.json"));
+	CHECK_CONTAINS(err.msg, "not a regular file (a fifo)");
+	CHECK(mkdir("dir.json", 0755) == 0);
+	CHECK_ERR(sk_manifest_read(t_path("dir.json"), &r, &err), SK_EINVAL,
+	    &err);
+	CHECK_CONTAINS(err.msg, "not a regular file (a directory)");
+	/* Sparse: no disk is used, and nothing is read. */
+	CHECK((f = fopen("big.json", "w")) != NULL);
+	fclose(f);
+	CHECK(truncate("big.json", ((off_t)256 << 20) + 1) == 0);
+	CHECK_ERR(sk_manifest_read(t_path("big.json"), &r, &err), SK_ETOOBIG,
+	    &err);
+	CHECK_CONTAINS(err.msg, t_path("big.json"));
+	CHECK_EQ_INT(r.nshards, 0);
 }
 
 static void
