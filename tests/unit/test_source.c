@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -156,6 +157,55 @@ TEST(source_file_missing)
 	    SK_ENOENT, s);
 	CHECK_CONTAINS(msg, "nonexistent-sk/x.tar");
 	sk_source_close(s);
+}
+
+/*
+ * Issue 10, case 8: a FIFO named as a shard hung the reader in open();
+ * only regular files are sources, and what else a path names is said at
+ * once. A symbolic link is followed: its target's type counts.
+ */
+static void
+expect_not_regular(int line, const char *path, const char *what)
+{
+	char want[100];
+	sk_source *s = NULL;
+
+	if (sk_source_open(&s, path) != SK_EINVAL)
+		t_fail(__FILE__, line, "%s opened, or not SK_EINVAL: %s", path,
+		    sk_errmsg(s));
+	snprintf(want, sizeof want, "%s: not a regular file (%s)", path, what);
+	if (strstr(sk_errmsg(s), want) == NULL)
+		t_fail(__FILE__, line, "message lacks \"%s\": %s", want,
+		    sk_errmsg(s));
+	t_diag("%s", sk_errmsg(s));
+	/* The handle failed fatally. */
+	CHECK(sk_source_size(s, &(uint64_t){ 0 }) < 0);
+	sk_source_close(s);
+}
+
+TEST(source_file_not_regular)
+{
+	uint8_t *data = make_data(1000);
+	sk_source *s;
+	uint64_t size = 0;
+
+	CHECK(mkfifo("fifo.tar", 0644) == 0);
+	expect_not_regular(__LINE__, t_path("fifo.tar"), "a fifo");
+	CHECK(mkdir("dir.tar", 0755) == 0);
+	expect_not_regular(__LINE__, t_path("dir.tar"), "a directory");
+	expect_not_regular(__LINE__, "/dev/null", "a character device");
+	CHECK(symlink("fifo.tar", "link-to-fifo.tar") == 0);
+	expect_not_regular(__LINE__, t_path("link-to-fifo.tar"), "a fifo");
+
+	/* A link to a regular file reads the file, and blocks as usual. */
+	t_write_file("data.bin", data, 1000);
+	CHECK(symlink("data.bin", "link.tar") == 0);
+	CHECK_OK(sk_source_open(&s, t_path("link.tar")), s);
+	CHECK_OK(sk_source_size(s, &size), s);
+	CHECK_EQ_INT(size, 1000);
+	check_whole_file(s, data, 1000);
+	sk_source_close(s);
+	free(data);
 }
 
 TEST(source_file_url)

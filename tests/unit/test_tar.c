@@ -946,11 +946,20 @@ expect_damage(int line, const char *path, int want_members)
 TEST(tar_read_truncated_data)
 {
 	struct sk_tar_member second;
+	char msg[SK_ERRMSG_MAX];
+	sk_tar_reader *r;
+	int n;
 
 	write_three(t_path("t.tar"), &second);
-	/* Cut in the middle of the second member's data. */
+	/* Cut in the middle of the second member's data: the member is
+	 * refused at its header, since the file cannot hold its data. */
 	CHECK(truncate("t.tar", (off_t)second.data_offset + 100) == 0);
-	expect_damage(__LINE__, t_path("t.tar"), 2);
+	expect_damage(__LINE__, t_path("t.tar"), 1);
+	r = open_reader("t.tar", 0);
+	CHECK_EQ_INT(drain(r, &n, msg, sizeof msg), SK_EFORMAT);
+	CHECK_CONTAINS(msg, "member t1.bin claims 3000 bytes, but the file "
+	    "has 100 bytes left");
+	sk_tar_reader_close(r);
 }
 
 TEST(tar_read_truncated_header)
@@ -1038,4 +1047,289 @@ TEST(tar_read_empty)
 	r = open_reader("z2.tar", 0);
 	expect_end(__LINE__, r);
 	sk_tar_reader_close(r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* hostile input (issue 10)                                                 */
+
+/* One raw header block: a ustar header, or a PAX 'x' header with its
+ * records in the data block that follows. size is the size field. */
+static void
+raw_header(uint8_t h[512], const char *name, char type, uint64_t size)
+{
+	unsigned sum = 0;
+	int i;
+
+	memset(h, 0, 512);
+	snprintf((char *)h, 100, "%s", name);
+	memcpy(h + 100, "0000644", 8);
+	memcpy(h + 108, "0000000", 8);
+	memcpy(h + 116, "0000000", 8);
+	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
+	memcpy(h + 136, "00000000000", 12);
+	h[156] = (uint8_t)type;
+	memcpy(h + 257, "ustar\0" "00", 8);
+	memset(h + 148, ' ', 8);
+	for (i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+}
+
+/*
+ * A good sample, then a member whose PAX header claims claim bytes, a
+ * little real data and the end blocks (as in issue 10: one good sample,
+ * then a header that lies). Returns the file's size; the lying member's
+ * first header block is at 1024.
+ */
+static size_t
+write_liar(const char *path, const char *claim)
+{
+	uint8_t buf[512 * 9];
+	char rec[100];
+	size_t n = 0;
+	int base, len;
+
+	memset(buf, 0, sizeof buf);
+	raw_header(buf + n, "a.cls", '0', 1);
+	n += 512;
+	buf[n] = '7';
+	n += 512;
+	/* PAX: "LEN size=CLAIM\n", LEN counting its own digits too. */
+	base = (int)strlen(claim) + 7;
+	for (len = base; len != base + snprintf(NULL, 0, "%d", len);)
+		len = base + snprintf(NULL, 0, "%d", len);
+	CHECK_EQ_INT(snprintf(rec, sizeof rec, "%d size=%s\n", len, claim),
+	    len);
+	raw_header(buf + n, "PaxHeader/b.jpg", 'x', (uint64_t)len);
+	n += 512;
+	memcpy(buf + n, rec, (size_t)len);
+	n += 512;
+	raw_header(buf + n, "b.jpg", '0', 1);
+	n += 512;
+	memset(buf + n, 'J', 512);
+	n += 512;
+	n += 1024;
+	t_write_file(path, buf, n);
+	return n;
+}
+
+TEST(tar_read_size_lie)
+{
+	char msg[SK_ERRMSG_MAX], want[200];
+	struct sk_tar_member m;
+	sk_tar_reader *r;
+	size_t size;
+	int i;
+
+	size = write_liar("lie.tar", "10000000000000");
+	/* The good member comes first, whole. */
+	r = open_reader(t_path("lie.tar"), 0);
+	expect_member(__LINE__, r, "lie.tar", "a.cls", (const uint8_t *)"7",
+	    1, NULL);
+	CHECK_EQ_INT(sk_tar_reader_next(r, &m), SK_EFORMAT);
+	snprintf(msg, sizeof msg, "%s", sk_errmsg(r));
+	t_diag("%s", msg);
+	CHECK_CONTAINS(msg, t_path("lie.tar"));
+	snprintf(want, sizeof want, "offset 1024: member b.jpg claims "
+	    "10000000000000 bytes, but the file has %zu bytes left",
+	    size - 2048 - 512);
+	CHECK_CONTAINS(msg, want);
+	/* Sticky. */
+	CHECK(sk_tar_reader_next(r, &m) < 0);
+	sk_tar_reader_close(r);
+	expect_damage(__LINE__, t_path("lie.tar"), 1);
+
+	/* Also with every entry reported, and with a size just one byte
+	 * past the end: the bound is exact. */
+	for (i = 0; i < 2; i++) {
+		write_liar("lie2.tar", "1537");
+		r = open_reader("lie2.tar", i ? SK_TAR_ALL_ENTRIES : 0);
+		CHECK_EQ_INT(CHECK_OK(sk_tar_reader_next(r, &m), r), 1);
+		CHECK_EQ_INT(sk_tar_reader_next(r, &m), SK_EFORMAT);
+		CHECK_CONTAINS(sk_errmsg(r), "claims 1537 bytes, but the file "
+		    "has 1536 bytes left");
+		sk_tar_reader_close(r);
+	}
+	/* 1536 fits exactly: data up to the file's end. Then the end check
+	 * says there are no end blocks. */
+	write_liar("fit.tar", "1536");
+	r = open_reader("fit.tar", 0);
+	CHECK_EQ_INT(CHECK_OK(sk_tar_reader_next(r, &m), r), 1);
+	CHECK_EQ_INT(CHECK_OK(sk_tar_reader_next(r, &m), r), 1);
+	CHECK_EQ_STR(m.name, "b.jpg");
+	CHECK_EQ_INT(m.size, 1536);
+	CHECK(sk_tar_reader_next(r, &m) < 0);
+	sk_tar_reader_close(r);
+}
+
+/* A ustar size field of eleven 7s (8 GiB), no PAX: the same check. */
+TEST(tar_read_size_lie_ustar)
+{
+	uint8_t buf[512 * 4];
+	struct sk_tar_member m;
+	sk_tar_reader *r;
+
+	memset(buf, 0, sizeof buf);
+	raw_header(buf, "big.jpg", '0', 077777777777ULL);
+	t_write_file("u.tar", buf, sizeof buf);
+	r = open_reader("u.tar", 0);
+	CHECK_EQ_INT(sk_tar_reader_next(r, &m), SK_EFORMAT);
+	CHECK_CONTAINS(sk_errmsg(r), "offset 0: member big.jpg claims "
+	    "8589934591 bytes, but the file has 1536 bytes left");
+	sk_tar_reader_close(r);
+}
+
+/*
+ * Fake decompressors first in PATH: each leaves a mark if anything runs
+ * it. libarchive's filters for these run the program named by the magic
+ * (lrzip -d, lzop -d, ...), and any of them may fall back to one.
+ */
+static const char *const fake_progs[] = { "lrzip", "lzop", "grzip", "lzip",
+    "lz4", "xz", "bzip2", "gzip", "zstd", "compress", "uncompress", "lzma",
+    "unzstd", "gunzip", NULL };
+
+static void
+fake_path(void)
+{
+	char script[300], path[8192];
+	const char *old = getenv("PATH");
+	int i;
+
+	t_system("mkdir -p fakebin");
+	snprintf(script, sizeof script, "#!/bin/sh\necho \"$0\" >> '%s'\n"
+	    "exit 1\n", t_path("exec-mark"));
+	for (i = 0; fake_progs[i] != NULL; i++) {
+		char p[64];
+
+		snprintf(p, sizeof p, "fakebin/%s", fake_progs[i]);
+		t_write_file(p, script, strlen(script));
+		CHECK(chmod(p, 0755) == 0);
+	}
+	snprintf(path, sizeof path, "%s:%s", t_path("fakebin"),
+	    old ? old : "/usr/bin:/bin");
+	CHECK(setenv("PATH", path, 1) == 0);
+}
+
+static void
+no_exec_mark(int line)
+{
+	char *text;
+
+	if (exists("exec-mark")) {
+		text = t_read_file("exec-mark", NULL);
+		t_fail(__FILE__, line, "a program was run: %s", text);
+	}
+}
+
+TEST(tar_read_compression_no_exec)
+{
+	static const struct {
+		const char *name, *magic, *what;
+		size_t len;
+	} cases[] = {
+		{ "lrzip", "LRZI\0\6", "lrzip-compressed", 6 },
+		{ "lzop", "\x89LZO\0\r\n\x1a\n\x10\x30\x20\x80\x09\x40", "lzop-compressed", 16 },
+		{ "grzip", "GRZipII\0\2\4:)", "grzip-compressed", 12 },
+		{ "lzip", "LZIP\1\x0c", "lzip-compressed", 6 },
+		{ "bzip2", "BZh91AY&SY", "bzip2-compressed", 10 },
+		{ "xz", "\xfd" "7zXZ\0\0\4", "xz-compressed", 7 },
+		{ "lz4", "\x04\x22\x4d\x18\x64\x40\xa7", "lz4-compressed", 7 },
+		{ "compress", "\x1f\x9d\x90", "compress (.Z)", 3 },
+		{ "uu", "begin 644 x.tar\n", "uuencoded", 16 },
+		{ "rpm", "\xed\xab\xee\xdb\3\0", "RPM package", 6 },
+	};
+	char msg[SK_ERRMSG_MAX], name[64];
+	uint8_t buf[1024];
+	sk_tar_reader *r;
+	sk_source *s;
+	size_t i;
+	int rc, n;
+
+	fake_path();
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		/* 512 bytes, as in the issue, and 1 KiB of noise after. */
+		memset(buf, 0x5a, sizeof buf);
+		memcpy(buf, cases[i].magic, cases[i].len);
+		snprintf(name, sizeof name, "%s.tar", cases[i].name);
+		t_write_file(name, buf, i % 2 ? 512 : sizeof buf);
+		CHECK_OK(sk_source_open(&s, t_path(name)), s);
+		rc = sk_tar_reader_open(&r, s, 0);
+		if (rc < 0)
+			snprintf(msg, sizeof msg, "%s", sk_errmsg(r));
+		else
+			rc = drain(r, &n, msg, sizeof msg);
+		t_diag("%s: %d: %s", name, rc, msg);
+		CHECK_EQ_INT(rc, SK_EFORMAT);
+		CHECK_CONTAINS(msg, t_path(name));
+		CHECK_CONTAINS(msg, "offset 0: not a tar archive (");
+		CHECK_CONTAINS(msg, cases[i].what);
+		CHECK_CONTAINS(msg, "shards may be plain, gzip or zstd");
+		sk_tar_reader_close(r);
+		no_exec_mark(__LINE__);
+	}
+}
+
+/* The magic is looked at only once the tar format gave up: a tar whose
+ * first member's name starts like lrzip or bzip2 data is read as a tar. */
+TEST(tar_read_magic_like_names)
+{
+	static const char *const names[] = { "LRZI.cls", "BZh91.jpg",
+	    "LZIP.txt", "begin .txt" };
+	struct member mv[1];
+	sk_tar_reader *r;
+	char path[32];
+	size_t i;
+
+	for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+		mv[0].name = names[i];
+		mv[0].data = (const uint8_t *)"x";
+		mv[0].size = 1;
+		snprintf(path, sizeof path, "m%zu.tar", i);
+		write_shard(t_path(path), NULL, mv, 1, NULL);
+		r = open_reader(path, 0);
+		expect_member(__LINE__, r, path, names[i],
+		    (const uint8_t *)"x", 1, NULL);
+		expect_end(__LINE__, r);
+		sk_tar_reader_close(r);
+	}
+}
+
+/* gzip and zstd tars are read in-process, with no program run; their
+ * sizes are not checked against the (smaller) file. */
+TEST(tar_read_gzip_zstd)
+{
+	static const char *const tools[] = { "gzip", "zstd" };
+	uint8_t *big = make_data(100000, 12);
+	char cmd[200];
+	struct sk_tar_member m;
+	sk_tar_reader *r;
+	size_t i;
+	int got = 0;
+
+	memset(big, 'z', 90000);	/* compresses far below its size */
+	t_write_file("in.bin", big, 100000);
+	t_system("tar --format=ustar -cf plain.tar in.bin");
+	for (i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof cmd, "command -v %s >/dev/null || "
+		    "exit 0; %s -c plain.tar > c%zu.tar", tools[i], tools[i], i);
+		t_system("%s", cmd);
+	}
+	fake_path();
+	for (i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof cmd, "c%zu.tar", i);
+		if (!exists(cmd)) {
+			t_diag("no %s: its case is not run", tools[i]);
+			continue;
+		}
+		r = open_reader(cmd, 0);
+		CHECK_EQ_INT(sk_tar_reader_compressed(r), 1);
+		expect_member(__LINE__, r, NULL, "in.bin", big, 100000, &m);
+		expect_end(__LINE__, r);
+		sk_tar_reader_close(r);
+		no_exec_mark(__LINE__);
+		got++;
+	}
+	if (got == 0)
+		t_skip("neither gzip nor zstd is installed");
+	free(big);
 }
