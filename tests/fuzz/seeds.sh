@@ -2,6 +2,8 @@
 # seeds.sh DIR [tar|image] - a small seed corpus.
 #   tar (the default), for fuzz_tar: ustar, GNU, PAX and compressed tars
 #   with WebDataset-style members, and a truncated one.
+#   samples, for fuzz_samples: the tar seeds and WebDataset samples with
+#   small JPEG and PNG images and labels.
 #   image, for fuzz_image: small baseline, progressive, gray, CMYK and
 #   truncated JPEGs, and RGB, gray and palette PNGs (made with PIL).
 set -euo pipefail
@@ -50,3 +52,17 @@ tar --format=gnu -cf "$out/gnu.tar" a.cls "$long.cls"
 tar --format=pax -cf "$out/pax.tar" a.cls b.bin "$long.cls"
 tar --format=ustar -czf "$out/ustar.tar.gz" a.cls a.txt
 head -c 1300 "$out/ustar.tar" > "$out/truncated.tar"
+if [ "$kind" = samples ]; then
+	"${PYTHON:-python3}" - <<'PY'
+import io
+from PIL import Image
+for i, fmt in enumerate(("JPEG", "PNG", "JPEG")):
+    b = io.BytesIO()
+    Image.new("RGB", (9 + i, 7), (40 * i, 90, 200)).save(b, fmt)
+    ext = "jpg" if fmt == "JPEG" else "png"
+    open(f"s{i}.{ext}", "wb").write(b.getvalue())
+    open(f"s{i}.cls", "w").write(str(i))
+PY
+	tar --format=ustar -cf "$out/samples.tar" s0.cls s0.jpg s1.cls s1.png s2.jpg
+	tar --format=pax -cf "$out/samples-pax.tar" s0.jpg s0.cls a.txt s1.png s1.cls
+fi
