@@ -3,6 +3,7 @@
  * compute-bound or balanced) with its evidence and a hint, the report
  * printed at the end of a run, the run's JSON file, and `shardtrain
  * report`, which compares runs from their JSON files and plots them.
+ * Every file it writes goes through the atomic writer (sk_atomic_open).
  */
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -437,13 +438,32 @@ result_json(const struct run_result *res)
 	return j;
 }
 
+/* The errno for an SK_E* code, for report_write_json's callers. */
+static int
+errno_of(int code)
+{
+	switch (code) {
+	case SK_ENOENT:
+		return ENOENT;
+	case SK_EACCES:
+		return EACCES;
+	case SK_ENOSPC:
+		return ENOSPC;
+	case SK_ENOMEM:
+		return ENOMEM;
+	case SK_EINVAL:
+		return EINVAL;
+	}
+	return EIO;
+}
+
 int
 report_write_json(const char *path, const struct run_result *res,
     const struct train_config *cfg)
 {
+	struct sk_error serr;
 	json_t *root = NULL, *epochs;
-	char *part = NULL;
-	size_t len;
+	char *text = NULL;
 	int i, rc = -1, err = ENOMEM;
 
 	epochs = json_array();
@@ -469,27 +489,22 @@ report_write_json(const char *path, const struct run_result *res,
 	if (root == NULL)
 		goto out;
 
-	len = strlen(path) + sizeof ".part";
-	if ((part = malloc(len)) == NULL)
+	if ((text = json_dumps(root, JSON_INDENT(2) |
+	    JSON_REAL_PRECISION(15))) == NULL)
 		goto out;
-	snprintf(part, len, "%s.part", path);
-	errno = 0;
-	if (json_dump_file(root, part, JSON_INDENT(2) |
-	    JSON_REAL_PRECISION(15)) != 0) {
-		err = errno != 0 ? errno : EIO;
-		unlink(part);
-		goto out;
-	}
-	if (rename(part, path) != 0) {
-		err = errno;
-		unlink(part);
+	/* The one atomic writer: a symlink or file planted at PATH or at any
+	 * temporary name beside it is never written through. */
+	if ((rc = sk_atomic_write_file(path, text, strlen(text), 0,
+	    &serr)) != 0) {
+		err = errno_of(rc);
+		rc = -1;
 		goto out;
 	}
 	rc = 0;
 out:
 	json_decref(epochs);
 	json_decref(root);
-	free(part);
+	free(text);
 	if (rc != 0)
 		errno = err;
 	return rc;
