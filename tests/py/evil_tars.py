@@ -1,16 +1,37 @@
-"""evil_tars.py - tars that try to write outside the folder they are
-extracted into, each with safe members around the attack.
+"""evil_tars.py - hostile shards.
 
   evil_tars.py DIR OUTSIDE
+  evil_tars.py --hostile DIR GOOD.tar
 
-OUTSIDE is an absolute path of a folder beside the parent of the
-extraction folder (DEST=P/a/dest, OUTSIDE=P/outside, "../.." from DEST is
-P); the attacks aim at it and at P. Writes DIR/NAME.tar for each attack and
-prints "NAME MEMBER" for the member that must be refused.
+The first form writes tars that try to write outside the folder they are
+extracted into, each with safe members around the attack. OUTSIDE is an
+absolute path of a folder beside the parent of the extraction folder
+(DEST=P/a/dest, OUTSIDE=P/outside, "../.." from DEST is P); the attacks aim
+at it and at P. Writes DIR/NAME.tar for each attack and prints "NAME
+MEMBER" for the member that must be refused.
+
+The second form writes shards that attack the reader itself (issue 10),
+made from the shard GOOD.tar (a packed one: its first sample is two
+members, KEY.png and KEY.cls), and prints "NAME WHAT" for each:
+  lie.tar         the first sample of GOOD, then a member whose PAX header
+                  claims 10^13 bytes (the "size" line says where)
+  trunc.tar       GOOD cut inside the second sample's image
+  gzip.tar        GOOD compressed with gzip (read in-process)
+  bzip2.tar, xz.tar
+                  GOOD compressed with bzip2 and xz (refused: not plain,
+                  gzip or zstd)
+  lrzip.tar, lzop.tar, grzip.tar, lzip.tar, lz4.tar, compress.tar,
+  uu.tar, rpm.tar
+                  512 bytes: the format's magic, then noise; libarchive's
+                  filters for the first three run a program from $PATH
 """
 
+import bz2
+import gzip
 import io
+import lzma
 import os
+import random
 import sys
 import tarfile
 
@@ -29,7 +50,60 @@ def add_link(tf, name, target, kind=tarfile.SYMTYPE):
     tf.addfile(ti)
 
 
+# The first bytes of each format (libarchive's bidders check these).
+MAGIC = {
+    "lrzip": b"LRZI\x00\x06",
+    "lzop": b"\x89LZO\x00\r\n\x1a\n\x10\x30\x20\x80\x09\x40",
+    "grzip": b"GRZipII\x00\x02\x04:)",
+    "lzip": b"LZIP\x01\x0c",
+    "lz4": b"\x04\x22\x4d\x18\x64\x40\xa7",
+    "compress": b"\x1f\x9d\x90",
+    "uu": b"begin 644 shard.tar\n",
+    "rpm": b"\xed\xab\xee\xdb\x03\x00",
+}
+
+
+def hostile(d, good):
+    data = open(good, "rb").read()
+    members = tarfile.open(good).getmembers()
+    # The first sample: its members' headers and data, up to the next one.
+    first = members[0].name.split(".")[0]
+    end = next(m.offset for m in members if m.name.split(".")[0] != first)
+
+    liar = tarfile.TarInfo("liar.png")
+    liar.size = 512
+    liar.mode = 0o444
+    liar.pax_headers = {"size": "10000000000000"}
+    lie = data[:end] + liar.tobuf(tarfile.PAX_FORMAT, "utf-8",
+                                  "surrogateescape")
+    lie += b"\xff" * 512 + b"\0" * 1024
+    open(os.path.join(d, "lie.tar"), "wb").write(lie)
+    # The lying header starts where the first sample ends.
+    print("lie.tar offset %d first %s left %d" % (end, first,
+          len(lie) - end - 1536))
+
+    second = members[2]
+    open(os.path.join(d, "trunc.tar"), "wb").write(
+        data[:second.offset_data + second.size // 2])
+    print("trunc.tar offset %d" % second.offset)
+
+    open(os.path.join(d, "gzip.tar"), "wb").write(gzip.compress(data, mtime=0))
+    print("gzip.tar gzip")
+    open(os.path.join(d, "bzip2.tar"), "wb").write(bz2.compress(data))
+    print("bzip2.tar bzip2")
+    open(os.path.join(d, "xz.tar"), "wb").write(lzma.compress(data))
+    print("xz.tar xz")
+    rnd = random.Random(10)
+    for name, magic in sorted(MAGIC.items()):
+        noise = bytes(rnd.randrange(256) for _ in range(512 - len(magic)))
+        open(os.path.join(d, name + ".tar"), "wb").write(magic + noise)
+        print("%s.tar %s" % (name, name))
+
+
 def main():
+    if sys.argv[1] == "--hostile":
+        hostile(sys.argv[2], sys.argv[3])
+        return
     d, outside = sys.argv[1], sys.argv[2]
     attacks = {
         # an absolute name
