@@ -6,10 +6,30 @@
 #   small JPEG and PNG images and labels.
 #   image, for fuzz_image: small baseline, progressive, gray, CMYK and
 #   truncated JPEGs, and RGB, gray and palette PNGs (made with PIL).
+#   manifest, for fuzz_manifest: wids shard indexes as shardtool pack and
+#   widsindex write them, with and without info, md5sum and filesize.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
 mkdir -p "$out"
+if [ "$kind" = manifest ]; then
+	k='"__kind__": "wids-shard-index-v1", "wids_version": 1'
+	m=0123456789abcdef0123456789abcdef
+	cat >"$out/pack.json" <<EOF
+{
+  $k,
+  "shardlist": [
+    {"url": "cifar10-train-000000.tar", "nsamples": 100, "filesize": 378880, "md5sum": "$m"},
+    {"url": "cifar10-train-000001.tar", "nsamples": 20, "filesize": 76800, "md5sum": "$m"}
+  ],
+  "info": {"classes": ["airplane", "automobile", "bird"], "class_counts": [40, 40, 40], "source": "cifar10"}
+}
+EOF
+	printf '{%s, "name": "val", "shardlist": [{"url": "https://h/val-000000.tar", "nsamples": 340, "filesize": 40960000}, {"url": "val-000001.tar", "nsamples": 12, "filesize": 1474560}]}\n' "$k" >"$out/wids.json"
+	printf '{%s, "shardlist": [{"url": "s.tar.gz", "nsamples": 9}, {"url": "t.tar", "nsamples": 0, "filesize": 1024, "md5sum": ""}]}\n' "$k" >"$out/minimal.json"
+	printf '{%s, "shardlist": []}\n' "$k" >"$out/empty.json"
+	exit 0
+fi
 if [ "$kind" = image ]; then
 	exec "${PYTHON:-python3}" - "$out" <<'PY'
 import io, sys
@@ -51,6 +71,9 @@ tar --format=ustar -cf "$out/ustar.tar" a.cls a.txt b.cls b.bin
 tar --format=gnu -cf "$out/gnu.tar" a.cls "$long.cls"
 tar --format=pax -cf "$out/pax.tar" a.cls b.bin "$long.cls"
 tar --format=ustar -czf "$out/ustar.tar.gz" a.cls a.txt
+if command -v zstd >/dev/null 2>&1; then
+	tar --format=ustar --zstd -cf "$out/ustar.tar.zst" a.cls a.txt
+fi
 head -c 1300 "$out/ustar.tar" > "$out/truncated.tar"
 if [ "$kind" = samples ]; then
 	"${PYTHON:-python3}" - <<'PY'
