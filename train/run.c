@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_file.h"
 #include "comm.h"
 #include "cpu/cpu.h"
 #include "train.h"
@@ -297,6 +298,7 @@ struct run {
 	const struct backend *be;
 	int synthetic;
 	FILE *losses;
+	struct ckpt_settings set;	/* rank 0: what checkpoints record */
 	char err[8400];
 };
 
@@ -473,8 +475,8 @@ save(struct run *r, long steps, int epoch, long batch)
 {
 	struct ckpt_pos pos = { steps, epoch, batch };
 
-	if (ckpt_save(r->cfg->checkpoint_dir, &pos, &r->m, r->s, r->o, r->c,
-	    r->err, sizeof(r->err)) != 0)
+	if (ckpt_save(r->cfg->checkpoint_dir, &pos, &r->set, &r->m, r->s, r->o,
+	    r->c, r->err, sizeof(r->err)) != 0)
 		return -1;
 	say(r, "checkpoint at step %ld in %s", steps, r->cfg->checkpoint_dir);
 	return 0;
@@ -697,11 +699,29 @@ train_run(const struct train_config *cfg, struct comm *c,
 	if (any_failed(r, failed))
 		goto out;
 
+	if (cfg->checkpoint_dir[0]) {
+		/* rank 0 alone reads and writes checkpoints */
+		failed = r->rank == 0 && ckpt_settings_make(cfg, &r->set,
+		    r->err, sizeof(r->err)) != 0;
+		if (any_failed(r, failed))
+			goto out;
+	}
 	if (cfg->resume && cfg->checkpoint_dir[0]) {
-		int lr = ckpt_load(cfg->checkpoint_dir, &pos, &r->m, r->s, r->o,
-		    c, r->err, sizeof(r->err));
+		int lr = ckpt_load(cfg->checkpoint_dir, &r->set, &pos, &r->m,
+		    r->s, r->o, c, r->err, sizeof(r->err));
 
 		failed = lr < 0;
+		/* the settings match, so the position must fit this run's
+		 * epochs; rank 0's values, so every rank agrees */
+		if (lr == 0 && (pos.batch >= per_epoch || pos.step !=
+		    (long)pos.epoch * per_epoch + pos.batch)) {
+			snprintf(r->err, sizeof(r->err), "the checkpoint in "
+			    "--checkpoint-dir %s is at step %ld, epoch %d, batch "
+			    "%ld, which does not fit epochs of %ld batches",
+			    cfg->checkpoint_dir, pos.step, pos.epoch,
+			    pos.batch, per_epoch);
+			failed = 1;
+		}
 		if (any_failed(r, failed))
 			goto out;
 		loaded = lr == 0;

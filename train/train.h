@@ -100,20 +100,30 @@ int train_run(const struct train_config *cfg, struct comm *c,
 void run_result_free(struct run_result *res);
 
 /* checkpoint.c: DIR/step-NNNNNNNN.ckpt holds the whole model (gathered
- * from FSDP shards), the batch norm statistics, the optimizer state and
- * where the data stands, so a run can resume at any world size. */
+ * from FSDP shards), the batch norm statistics, the optimizer state, where
+ * the data stands and the settings that fix the data's sequence (seed,
+ * global batch, loader options, data source), so a run can resume at any
+ * world size but only with the same data. */
 struct ckpt_pos {
 	long step;			/* steps done */
 	int epoch;			/* the epoch of the next batch */
 	long batch;			/* the next batch within that epoch */
 };
-int ckpt_save(const char *dir, const struct ckpt_pos *pos, struct model *m,
-    struct strategy *s, struct optim *o, struct comm *c, char *err,
-    size_t errlen);
-/* Load the newest checkpoint in dir: 0 loaded, 1 none there, -1 error. */
-int ckpt_load(const char *dir, struct ckpt_pos *pos, struct model *m,
-    struct strategy *s, struct optim *o, struct comm *c, char *err,
-    size_t errlen);
+struct ckpt_settings;
+/* The settings a checkpoint records and a resume must match; reads the
+ * manifest (for its MD5), so rank 0 alone calls it. 0 or -1. */
+int ckpt_settings_make(const struct train_config *cfg,
+    struct ckpt_settings *set, char *err, size_t errlen);
+/* Every rank calls these; set and want are read on rank 0 only. */
+int ckpt_save(const char *dir, const struct ckpt_pos *pos,
+    const struct ckpt_settings *set, struct model *m, struct strategy *s,
+    struct optim *o, struct comm *c, char *err, size_t errlen);
+/* Rank 0 picks the newest checkpoint in dir, checks it whole against the
+ * model and want, and broadcasts its decision and the contents: 0 loaded,
+ * 1 none there, -1 error (on every rank alike). */
+int ckpt_load(const char *dir, const struct ckpt_settings *want,
+    struct ckpt_pos *pos, struct model *m, struct strategy *s,
+    struct optim *o, struct comm *c, char *err, size_t errlen);
 
 /* report.c */
 const char *verdict_name(enum verdict v);
