@@ -486,35 +486,35 @@ static int
 dump_params(struct run *r)
 {
 	float *flat = malloc(r->m.nflat * sizeof(float));
-	FILE *f = NULL;
-	char tmp[4200];
-	int ok = 0;
+	struct sk_atomic a;
+	struct sk_error e = { 0, "" };
+	double bad = flat == NULL;
+	int rc = 0;
 
-	if (flat == NULL) {
+	/* strategy_get_params gathers: every rank joins it, or none */
+	comm_max_double(r->c, &bad, 1);
+	if (bad > 0) {
 		snprintf(r->err, sizeof(r->err), "out of memory for "
 		    "--dump-params");
+		free(flat);
 		return -1;
 	}
 	strategy_get_params(r->s, flat);
 	if (r->rank == 0) {
-		snprintf(tmp, sizeof(tmp), "%s.part", r->cfg->dump_params);
-		f = fopen(tmp, "wb");
-		ok = f != NULL && fwrite(flat, sizeof(float), r->m.nflat, f) ==
-		    r->m.nflat;
-		if (f != NULL && fclose(f) != 0)
-			ok = 0;
-		if (ok && rename(tmp, r->cfg->dump_params) != 0)
-			ok = 0;
-		if (!ok) {
-			snprintf(r->err, sizeof(r->err), "%s: %s",
-			    r->cfg->dump_params, strerror(errno));
-			unlink(tmp);
-		}
-	} else {
-		ok = 1;
+		if (sk_atomic_open(&a, r->cfg->dump_params, 0, 0644, &e) != 0)
+			rc = -1;
+		else if (sk_atomic_write_all(&a, flat, r->m.nflat *
+		    sizeof(float), &e) != 0) {
+			sk_atomic_abort(&a);
+			rc = -1;
+		} else if (sk_atomic_commit(&a, &e) != 0)
+			rc = -1;
+		if (rc != 0)
+			snprintf(r->err, sizeof(r->err), "--dump-params %s",
+			    e.msg);
 	}
 	free(flat);
-	return ok ? 0 : -1;
+	return rc;
 }
 
 /* Steps on synthetic data, timed without the data: compute alone. */
