@@ -5,10 +5,12 @@
  * report`, which compares runs from their JSON files and plots them.
  * Every file it writes goes through the atomic writer (sk_atomic_open).
  */
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -21,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "report.h"
 #include "train.h"
 
 /* The verdict's thresholds; the rule is in train.h and shardtrain(1). */
@@ -203,6 +206,8 @@ fmt_cost(char *buf, size_t len, double usd)
 {
 	if (usd < 0 || !isfinite(usd))
 		snprintf(buf, len, "-");
+	else if (usd >= 1e9)	/* would not fit a column */
+		snprintf(buf, len, "$%.3g", usd);
 	else if (usd >= 100)
 		snprintf(buf, len, "$%.0f", usd);
 	else if (usd >= 0.01 || usd == 0)
@@ -513,6 +518,14 @@ out:
 /* ------------------------------------------------------------------------ */
 /* shardtrain report: compare runs                                          */
 
+/*
+ * Every run file and every name in it is untrusted: a name is data to
+ * show, escaped, never text that a terminal or gnuplot could act on.
+ * gnuplot is run without a shell, with a fixed argument list, in a
+ * private folder, on a fixed script; the runs reach it only through a
+ * data file whose labels are cut down to a safe set.
+ */
+
 static const char report_usage[] =
     "usage: shardtrain report [--plot FILE.png|FILE.svg] RUN.json...\n";
 
@@ -527,31 +540,166 @@ static const char report_help[] =
     "                  run with gnuplot, as PNG or SVG by FILE's extension\n"
     "  -h, --help      this help\n";
 
-struct run_row {
-	char run[64];
-	char model[32];
-	char strategy[16];
-	char ranks[16];
-	char source[96];
-	char ips[32];
-	char epoch[32];
-	char wait[16];
-	char cost[32];
-	char verdict[16];
-	double ips_v, wait_v;
-};
+/* ------------------------------------------------------------------------ */
+/* escaping                                                                 */
 
+/*
+ * The next character of s[0..len) as UTF-8: its code point and length,
+ * or -1 (length 1) for a byte that starts no valid sequence (overlong
+ * forms, surrogates and code points past U+10FFFF included, RFC 3629).
+ */
+static long
+utf8_next(const unsigned char *s, size_t len, size_t *used)
+{
+	long cp;
+	size_t n, i;
+
+	*used = 1;
+	if (s[0] < 0x80)
+		return s[0];
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return -1;
+	if (len < n)
+		return -1;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return -1;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return -1;
+	*used = n;
+	return cp;
+}
+
+/* Characters that move the cursor or reorder text without showing:
+ * C1 controls and the Unicode bidi controls (the "Trojan Source" set). */
+static int
+is_invisible(long cp)
+{
+	return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c ||
+	    cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+	    (cp >= 0x2066 && cp <= 0x2069);
+}
+
+static int
+is_label_char(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || (c != '\0' && strchr(" ._+=,:()[]-",
+	    c) != NULL);
+}
+
+/* One character of s[0..len) as shown: escaped for a terminal, or for a
+ * plot label. Its text goes to piece (NUL-terminated); the bytes it took
+ * from s go to *used. */
+static size_t
+esc_piece(const unsigned char *s, size_t len, size_t *used, char piece[16],
+    int label)
+{
+	long cp = utf8_next(s, len, used);
+
+	if (label) {
+		piece[0] = cp >= 0 && cp < 0x80 && is_label_char((int)cp) ?
+		    (char)cp : '_';
+		piece[1] = '\0';
+		return 1;
+	}
+	if (cp < 0)
+		return (size_t)snprintf(piece, 16, "\\x%02x", s[0]);
+	switch (cp) {
+	case '\n':
+		return (size_t)snprintf(piece, 16, "\\n");
+	case '\r':
+		return (size_t)snprintf(piece, 16, "\\r");
+	case '\t':
+		return (size_t)snprintf(piece, 16, "\\t");
+	case '\\':
+		return (size_t)snprintf(piece, 16, "\\\\");
+	}
+	if (cp < 0x20 || cp == 0x7f)
+		return (size_t)snprintf(piece, 16, "\\x%02lx", cp);
+	if (is_invisible(cp))
+		return (size_t)snprintf(piece, 16, "\\u%04lx", cp);
+	memcpy(piece, s, *used);
+	piece[*used] = '\0';
+	return *used;
+}
+
+/* s[0..len) shown into dst[0..n), cut at a character with "..." when it
+ * does not fit. */
+static void
+esc_copy(char *dst, size_t n, const char *s, size_t len, int label)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char piece[16];
+	size_t i, used, k, total = 0, at = 0, room;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < len && total < n; i += used)
+		total += esc_piece(p + i, len - i, &used, piece, label);
+	room = total < n ? n - 1 : n > 4 ? n - 4 : 0;
+	for (i = 0; i < len; i += used) {
+		k = esc_piece(p + i, len - i, &used, piece, label);
+		if (at + k > room)
+			break;
+		memcpy(dst + at, piece, k);
+		at += k;
+	}
+	if (i < len && n > 4) {
+		memcpy(dst + at, "...", 3);
+		at += 3;
+	}
+	dst[at] = '\0';
+}
+
+void
+report_escape(char *dst, size_t n, const char *s, size_t len)
+{
+	esc_copy(dst, n, s, len, 0);
+}
+
+/* Columns a shown string takes: its code points (escaping leaves valid
+ * UTF-8; wide characters still count one). */
+static int
+text_width(const char *s)
+{
+	int w = 0;
+
+	for (; *s != '\0'; s++)
+		w += ((unsigned char)*s & 0xc0) != 0x80;
+	return w;
+}
+
+/* "shardtrain: report: MESSAGE", the message escaped: it may hold a file
+ * name or a parser's quote of hostile input. */
 static void
 rmsg(const char *fmt, ...)
 {
+	char raw[1024], shown[2048];
 	va_list ap;
+	int len;
 
-	fputs("shardtrain: report: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	len = vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (len < 0)
+		len = 0;
+	esc_copy(shown, sizeof shown, raw, (size_t)len < sizeof raw ?
+	    (size_t)len : sizeof raw - 1, 0);
+	fprintf(stderr, "shardtrain: report: %s\n", shown);
 }
+
+/* ------------------------------------------------------------------------ */
+/* reading a run                                                            */
 
 static const char *
 base_name(const char *path)
@@ -561,18 +709,15 @@ base_name(const char *path)
 	return s != NULL ? s + 1 : path;
 }
 
-/* Copy at most n - 1 bytes of s[0..len) into dst, with an ellipsis when
- * cut, so a long name keeps the table readable. */
+/* A number for the table: one decimal, or three digits and an exponent
+ * when it would not fit a column. */
 static void
-copy_cut(char *dst, size_t n, const char *s, size_t len)
+fmt_num(char *buf, size_t len, double v, const char *unit)
 {
-	if (len < n) {
-		memcpy(dst, s, len);
-		dst[len] = '\0';
-		return;
-	}
-	memcpy(dst, s, n - 4);
-	memcpy(dst + n - 4, "...", 4);
+	if (fabs(v) < 1e9)
+		snprintf(buf, len, "%.1f%s", v, unit);
+	else
+		snprintf(buf, len, "%.3g%s", v, unit);
 }
 
 /*
@@ -583,18 +728,17 @@ copy_cut(char *dst, size_t n, const char *s, size_t len)
 static void
 short_source(char *dst, size_t n, const char *data)
 {
-	char scheme[16] = "file", buf[64];
+	char scheme[48] = "file", elem[64];
 	const char *p = data, *end, *s, *colon;
-	size_t len;
 
 	if (strcmp(data, "synthetic") == 0) {
 		snprintf(dst, n, "synthetic");
 		return;
 	}
 	colon = strstr(data, "://");
-	if (colon != NULL && (size_t)(colon - data) < sizeof scheme) {
-		memcpy(scheme, data, (size_t)(colon - data));
-		scheme[colon - data] = '\0';
+	if (colon != NULL && colon - data < 16) {
+		esc_copy(scheme, sizeof scheme, data, (size_t)(colon - data),
+		    0);
 		p = colon + 3;
 	}
 	end = p + strcspn(p, "?#");
@@ -602,86 +746,243 @@ short_source(char *dst, size_t n, const char *data)
 		end--;
 	for (s = end; s > p && s[-1] != '/'; s--)
 		;
-	len = (size_t)(end - s);
-	copy_cut(buf, sizeof buf - strlen(scheme) - 1, s, len);
-	snprintf(dst, n, "%s:%s", scheme, buf);
+	esc_copy(elem, sizeof elem, s, (size_t)(end - s), 0);
+	snprintf(dst, n, "%s:%s", scheme, elem);
 }
 
-/* Read one run's JSON file into a table row. 0, or -1 with the message
- * printed. */
-static int
-load_run(const char *path, struct run_row *r)
+static const char *
+type_name(const json_t *v)
 {
-	json_error_t jerr;
-	json_t *root, *cost, *epochs, *e;
-	const char *model, *strategy, *data, *verdict;
-	double ips, seconds, wait, sum = 0;
-	json_int_t world;
-	int version, rc = -1;
-	size_t i, n = 0;
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	case JSON_NULL:
+		return "null";
+	}
+	return "?";
+}
 
-	root = json_load_file(path, 0, &jerr);
-	if (root == NULL) {
-		if (jerr.line > 0)
-			rmsg("%s:%d:%d: %s", path, jerr.line, jerr.column,
-			    jerr.text);
-		else if (strstr(jerr.text, path) != NULL)
-			rmsg("%s", jerr.text);
-		else
-			rmsg("%s: %s", path, jerr.text);
+/* What a field must be. */
+enum want { W_OBJECT, W_STRING, W_INT, W_NUMBER, W_NUMBER_OR_NULL };
+
+static const char *const want_name[] = { "an object", "a string",
+    "an integer", "a number", "a number or null" };
+
+static int
+is_want(const json_t *v, enum want w)
+{
+	switch (w) {
+	case W_OBJECT:
+		return json_is_object(v);
+	case W_STRING:
+		return json_is_string(v);
+	case W_INT:
+		return json_is_integer(v);
+	case W_NUMBER:
+		return json_is_number(v);
+	case W_NUMBER_OR_NULL:
+		return json_is_number(v) || json_is_null(v);
+	}
+	return 0;
+}
+
+/*
+ * The member of root at a dotted path ("config.model") if it is what w
+ * says; NULL with the message in msg when it is missing or of another
+ * type, naming the file and the field.
+ */
+static json_t *
+field(json_t *root, const char *path, enum want w, const char *name,
+    char *msg, size_t msglen)
+{
+	json_t *v = root;
+	const char *p = path, *dot;
+	char key[32];
+	size_t len;
+
+	for (;;) {
+		dot = strchr(p, '.');
+		len = dot != NULL ? (size_t)(dot - p) : strlen(p);
+		snprintf(key, sizeof key, "%.*s", (int)len, p);
+		if (!json_is_object(v)) {
+			snprintf(msg, msglen, "%s: %.*s: expected an object, "
+			    "got %s", name, (int)(p - path - 1), path,
+			    type_name(v));
+			return NULL;
+		}
+		if ((v = json_object_get(v, key)) == NULL) {
+			snprintf(msg, msglen, "%s: not a shardtrain run: %s is "
+			    "missing", name, path);
+			return NULL;
+		}
+		if (dot == NULL)
+			break;
+		p = dot + 1;
+	}
+	if (!is_want(v, w)) {
+		snprintf(msg, msglen, "%s: %s: expected %s, got %s", name, path,
+		    want_name[w], type_name(v));
+		return NULL;
+	}
+	return v;
+}
+
+/* A number field at least lo and at most hi. */
+static int
+number_field(json_t *root, const char *path, double lo, double hi,
+    double *out, const char *name, char *msg, size_t msglen)
+{
+	json_t *v;
+
+	if ((v = field(root, path, W_NUMBER, name, msg, msglen)) == NULL)
+		return -1;
+	*out = json_number_value(v);
+	if (!(*out >= lo && *out <= hi)) {
+		snprintf(msg, msglen, "%s: %s: %g is out of range (%g to %g)",
+		    name, path, *out, lo, hi);
 		return -1;
 	}
-	epochs = NULL;
-	if (json_unpack_ex(root, &jerr, 0, "{s:i, s:{s:s, s:s, s:I, s:s}, "
-	    "s:{s:F, s:F, s:F, s:o, s:s}, s?o}",
-	    "shardtrain", &version,
-	    "config", "model", &model, "strategy", &strategy, "world", &world,
-	    "data", &data,
-	    "result", "images_per_s", &ips, "seconds", &seconds,
-	    "wait_share", &wait, "cost_per_epoch", &cost, "verdict", &verdict,
-	    "epochs", &epochs) != 0) {
-		rmsg("%s: not a shardtrain run: %s", path, jerr.text);
-		goto out;
-	}
-	if (version != 1) {
-		rmsg("%s: shardtrain JSON version %d, not 1", path, version);
-		goto out;
-	}
-	if (!json_is_null(cost) && !json_is_number(cost)) {
-		rmsg("%s: result.cost_per_epoch is neither a number nor null",
-		    path);
-		goto out;
-	}
-	if (epochs != NULL && !json_is_array(epochs)) {
-		rmsg("%s: epochs is not an array", path);
-		goto out;
-	}
-	json_array_foreach(epochs, i, e) {
-		json_t *s = json_object_get(e, "seconds");
+	return 0;
+}
 
-		if (!json_is_number(s)) {
-			rmsg("%s: epochs[%zu].seconds is not a number", path, i);
+/* Anything a run's time or rate could be, with room to spare. */
+#define BIG	1e15
+
+int
+report_read_run(const char *name, const char *buf, size_t len,
+    struct run_row *r, char *msg, size_t msglen)
+{
+	json_error_t jerr;
+	json_t *root, *v, *epochs, *e;
+	const char *model, *strategy, *data, *verdict;
+	double ips, seconds, wait, cost = -1, s, mean = 0;
+	json_int_t version, world;
+	int rc = -1;
+	size_t i;
+
+	memset(r, 0, sizeof *r);
+	if (len > REPORT_MAX_BYTES) {
+		snprintf(msg, msglen, "%s: %zu bytes, larger than the %u MiB a "
+		    "run file can be", name, len, REPORT_MAX_BYTES >> 20);
+		return -1;
+	}
+	/* A run file never repeats a key: a repeated one would hide a value. */
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		if (jerr.line > 0)
+			snprintf(msg, msglen, "%s:%d:%d: %s", name, jerr.line,
+			    jerr.column, jerr.text);
+		else
+			snprintf(msg, msglen, "%s: %s", name, jerr.text);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		snprintf(msg, msglen, "%s: not a shardtrain run: %s, not an "
+		    "object", name, type_name(root));
+		goto out;
+	}
+	if ((v = field(root, "shardtrain", W_INT, name, msg, msglen)) == NULL)
+		goto out;
+	if ((version = json_integer_value(v)) != 1) {
+		snprintf(msg, msglen, "%s: shardtrain: JSON version %lld, not 1",
+		    name, (long long)version);
+		goto out;
+	}
+	if ((v = field(root, "config.model", W_STRING, name, msg,
+	    msglen)) == NULL)
+		goto out;
+	model = json_string_value(v);
+	if ((v = field(root, "config.strategy", W_STRING, name, msg,
+	    msglen)) == NULL)
+		goto out;
+	strategy = json_string_value(v);
+	if ((v = field(root, "config.data", W_STRING, name, msg,
+	    msglen)) == NULL)
+		goto out;
+	data = json_string_value(v);
+	if ((v = field(root, "config.world", W_INT, name, msg,
+	    msglen)) == NULL)
+		goto out;
+	if ((world = json_integer_value(v)) < 1) {
+		snprintf(msg, msglen, "%s: config.world: %lld ranks", name,
+		    (long long)world);
+		goto out;
+	}
+	if (number_field(root, "result.images_per_s", 0, BIG, &ips, name,
+	    msg, msglen) != 0 ||
+	    number_field(root, "result.seconds", 0, BIG, &seconds, name,
+	    msg, msglen) != 0 ||
+	    number_field(root, "result.wait_share", 0, 1, &wait, name,
+	    msg, msglen) != 0)
+		goto out;
+	if ((v = field(root, "result.cost_per_epoch", W_NUMBER_OR_NULL, name,
+	    msg, msglen)) == NULL)
+		goto out;
+	if (json_is_number(v) && number_field(root, "result.cost_per_epoch",
+	    0, BIG, &cost, name, msg, msglen) != 0)
+		goto out;
+	if ((v = field(root, "result.verdict", W_STRING, name, msg,
+	    msglen)) == NULL)
+		goto out;
+	verdict = json_string_value(v);
+
+	epochs = json_object_get(root, "epochs");
+	if (epochs != NULL && !json_is_array(epochs)) {
+		snprintf(msg, msglen, "%s: epochs: expected an array, got %s",
+		    name, type_name(epochs));
+		goto out;
+	}
+	/* The mean epoch, kept as a running mean so that no sum can
+	 * overflow; a run of --steps that ended inside its first epoch has
+	 * only its own time. */
+	json_array_foreach(epochs, i, e) {
+		if (!json_is_object(e)) {
+			snprintf(msg, msglen, "%s: epochs[%zu]: expected an "
+			    "object, got %s", name, i, type_name(e));
 			goto out;
 		}
-		sum += json_number_value(s);
-		n++;
+		v = json_object_get(e, "seconds");
+		if (!json_is_number(v) || !((s = json_number_value(v)) >= 0 &&
+		    s <= BIG)) {
+			snprintf(msg, msglen, "%s: epochs[%zu].seconds: expected "
+			    "a number from 0 to %g, got %s", name, i, BIG,
+			    v != NULL ? type_name(v) : "nothing");
+			goto out;
+		}
+		mean += (s - mean) / (double)(i + 1);
 	}
+	if (epochs == NULL || json_array_size(epochs) == 0)
+		mean = seconds;
 
-	copy_cut(r->run, sizeof r->run, base_name(path),
-	    strlen(base_name(path)));
-	copy_cut(r->model, sizeof r->model, model, strlen(model));
-	copy_cut(r->strategy, sizeof r->strategy, strategy, strlen(strategy));
+	{
+		const char *base = base_name(name);
+
+		esc_copy(r->run, sizeof r->run, base, strlen(base), 0);
+		esc_copy(r->label, sizeof r->label, base, strlen(base), 1);
+	}
+	/* Without JSON_ALLOW_NUL no string holds a NUL: strlen is its
+	 * length. */
+	esc_copy(r->model, sizeof r->model, model, strlen(model), 0);
+	esc_copy(r->strategy, sizeof r->strategy, strategy, strlen(strategy),
+	    0);
 	snprintf(r->ranks, sizeof r->ranks, "%lld", (long long)world);
 	short_source(r->source, sizeof r->source, data);
-	snprintf(r->ips, sizeof r->ips, "%.1f", ips);
-	/* The mean epoch; a run of --steps that ended inside its first
-	 * epoch has only its own time. */
-	snprintf(r->epoch, sizeof r->epoch, "%.1f s", n > 0 ? sum / n :
-	    seconds);
+	fmt_num(r->ips, sizeof r->ips, ips, "");
+	fmt_num(r->epoch, sizeof r->epoch, mean, " s");
 	snprintf(r->wait, sizeof r->wait, "%.1f%%", wait * 100);
-	fmt_cost(r->cost, sizeof r->cost, json_is_number(cost) ?
-	    json_number_value(cost) : -1);
-	copy_cut(r->verdict, sizeof r->verdict, verdict, strlen(verdict));
+	fmt_cost(r->cost, sizeof r->cost, cost);
+	esc_copy(r->verdict, sizeof r->verdict, verdict, strlen(verdict), 0);
 	r->ips_v = ips;
 	r->wait_v = wait;
 	rc = 0;
@@ -690,64 +991,140 @@ out:
 	return rc;
 }
 
+int
+report_load_run(const char *path, struct run_row *r, char *msg,
+    size_t msglen)
+{
+	struct stat st;
+	char *buf = NULL, *nbuf;
+	size_t len = 0, cap;
+	ssize_t got;
+	int fd, rc = -1;
+
+	/* O_NONBLOCK: a FIFO is refused below, not waited on. */
+	fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(msg, msglen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(msg, msglen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(msg, msglen, "%s: not a regular file", path);
+		goto out;
+	}
+	if ((uint64_t)st.st_size > REPORT_MAX_BYTES) {
+		snprintf(msg, msglen, "%s: %lld bytes, larger than the %u MiB a "
+		    "run file can be", path, (long long)st.st_size,
+		    REPORT_MAX_BYTES >> 20);
+		goto out;
+	}
+	/* The file may grow while it is read: never past the limit. */
+	cap = (size_t)st.st_size + 1;
+	for (;;) {
+		if (len == cap) {
+			if (cap > REPORT_MAX_BYTES) {
+				snprintf(msg, msglen, "%s: grew past the %u MiB "
+				    "a run file can be", path,
+				    REPORT_MAX_BYTES >> 20);
+				goto out;
+			}
+			cap = cap * 2 < REPORT_MAX_BYTES + 1 ? cap * 2 :
+			    REPORT_MAX_BYTES + 1;
+		}
+		if ((nbuf = realloc(buf, cap)) == NULL) {
+			snprintf(msg, msglen, "%s: out of memory", path);
+			goto out;
+		}
+		buf = nbuf;
+		got = read(fd, buf + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			snprintf(msg, msglen, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (got == 0)
+			break;
+		len += (size_t)got;
+	}
+	rc = report_read_run(path, buf, len, r, msg, msglen);
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the table                                                                */
+
+enum { NCOL = 10 };
+
+static void
+row_fields(const struct run_row *r, const char *f[NCOL])
+{
+	f[0] = r->run;
+	f[1] = r->model;
+	f[2] = r->strategy;
+	f[3] = r->ranks;
+	f[4] = r->source;
+	f[5] = r->ips;
+	f[6] = r->epoch;
+	f[7] = r->wait;
+	f[8] = r->cost;
+	f[9] = r->verdict;
+}
+
 static void
 print_table(const struct run_row *rows, int n)
 {
-	static const char *const head[] = { "run", "model", "strategy",
+	static const char *const head[NCOL] = { "run", "model", "strategy",
 	    "ranks", "source", "images/s", "epoch time", "data wait",
 	    "cost/epoch", "verdict" };
 	/* numbers align right */
-	static const int right[] = { 0, 0, 0, 1, 0, 1, 1, 1, 1, 0 };
-	enum { NCOL = 10 };
-	int w[NCOL], i, k;
+	static const int right[NCOL] = { 0, 0, 0, 1, 0, 1, 1, 1, 1, 0 };
+	const char *f[NCOL];
+	int w[NCOL], i, k, pad;
 
 	for (k = 0; k < NCOL; k++)
-		w[k] = (int)strlen(head[k]);
+		w[k] = text_width(head[k]);
 	for (i = 0; i < n; i++) {
-		const char *f[NCOL] = { rows[i].run, rows[i].model,
-		    rows[i].strategy, rows[i].ranks, rows[i].source,
-		    rows[i].ips, rows[i].epoch, rows[i].wait, rows[i].cost,
-		    rows[i].verdict };
-
+		row_fields(&rows[i], f);
 		for (k = 0; k < NCOL; k++)
-			if ((int)strlen(f[k]) > w[k])
-				w[k] = (int)strlen(f[k]);
+			if (text_width(f[k]) > w[k])
+				w[k] = text_width(f[k]);
 	}
 	for (i = -1; i < n; i++) {
-		const char *const *f = head;
-		const char *row[NCOL];
-
-		if (i >= 0) {
-			row[0] = rows[i].run;
-			row[1] = rows[i].model;
-			row[2] = rows[i].strategy;
-			row[3] = rows[i].ranks;
-			row[4] = rows[i].source;
-			row[5] = rows[i].ips;
-			row[6] = rows[i].epoch;
-			row[7] = rows[i].wait;
-			row[8] = rows[i].cost;
-			row[9] = rows[i].verdict;
-			f = row;
-		}
+		if (i < 0)
+			memcpy(f, head, sizeof f);
+		else
+			row_fields(&rows[i], f);
 		for (k = 0; k < NCOL; k++) {
+			pad = w[k] - text_width(f[k]);
 			if (k == NCOL - 1)
 				printf("%s", f[k]);
+			else if (right[k])
+				printf("%*s%s  ", pad, "", f[k]);
 			else
-				printf(right[k] ? "%*s  " : "%-*s  ", w[k],
-				    f[k]);
+				printf("%s%*s  ", f[k], pad, "");
 		}
 		putchar('\n');
 	}
 	fflush(stdout);
 }
 
-/* The gnuplot on PATH, or NULL. */
+/* ------------------------------------------------------------------------ */
+/* the plot                                                                 */
+
+/* The gnuplot on PATH as an absolute name (it runs in another folder),
+ * or NULL. */
 static char *
 find_gnuplot(void)
 {
 	const char *path = getenv("PATH"), *p, *e;
-	char *cand;
+	char *cand, *abs;
 	size_t len;
 
 	if (path == NULL || *path == '\0')
@@ -760,37 +1137,38 @@ find_gnuplot(void)
 		/* An empty element is the current folder (POSIX). */
 		snprintf(cand, len + sizeof "/gnuplot" + 1, "%.*s/gnuplot",
 		    len > 0 ? (int)len : 1, len > 0 ? p : ".");
-		if (access(cand, X_OK) == 0)
-			return cand;
+		if (access(cand, X_OK) == 0) {
+			abs = realpath(cand, NULL);
+			free(cand);
+			return abs;
+		}
 		free(cand);
 		if (e == NULL)
 			return NULL;
 	}
 }
 
-/* Put s in a gnuplot single-quoted string: a quote is doubled. */
+/* One line a run: its label in double quotes (the label holds no quote,
+ * '#', backslash or control), images/s and the data-wait percentage. */
 static void
-gp_quote(FILE *f, const char *s)
+write_plot_data(FILE *f, const struct run_row *rows, int n)
 {
-	fputc('\'', f);
-	for (; *s != '\0'; s++) {
-		if (*s == '\'')
-			fputc('\'', f);
-		fputc(*s, f);
-	}
-	fputc('\'', f);
+	int i;
+
+	for (i = 0; i < n; i++)
+		fprintf(f, "\"%s\" %.6g %.6g\n", rows[i].label[0] != '\0' ?
+		    rows[i].label : "_", rows[i].ips_v, rows[i].wait_v * 100);
 }
 
 /*
  * Two panels, one bar per run: images/s above, the data-wait share below,
  * so the fastest run and the one waiting on its input stand out together.
+ * The script is fixed but for the count of runs: no name reaches it, the
+ * data comes from runs.dat beside it, the image goes to stdout.
  */
-static int
-write_plot_script(FILE *f, const char *out, int svg,
-    const struct run_row *rows, int n)
+static void
+write_plot_script(FILE *f, int svg, int n)
 {
-	int i;
-
 	if (svg)
 		fprintf(f, "set terminal svg size 900,640 noenhanced "
 		    "font 'sans,11'\n");
@@ -799,22 +1177,7 @@ write_plot_script(FILE *f, const char *out, int svg,
 		    "{\n  set terminal pngcairo size 900,640 noenhanced "
 		    "font 'sans,10'\n} else {\n  set terminal png size 900,640 "
 		    "noenhanced\n}\n");
-	fprintf(f, "set output ");
-	gp_quote(f, out);
-	fprintf(f, "\n");
-	fprintf(f, "$runs << EOD\n");
-	for (i = 0; i < n; i++) {
-		const char *s;
-
-		/* The label is a double-quoted field of the data block. */
-		fputc('"', f);
-		for (s = rows[i].run; *s != '\0'; s++)
-			fputc(*s == '"' || *s == '\\' ? '_' : *s, f);
-		fprintf(f, "\" %.6g %.6g\n", rows[i].ips_v,
-		    rows[i].wait_v * 100);
-	}
-	fprintf(f, "EOD\n"
-	    "set multiplot layout 2,1 title 'shardtrain runs'\n"
+	fprintf(f, "set multiplot layout 2,1 title 'shardtrain runs'\n"
 	    "set style fill solid 0.8 border -1\n"
 	    "set boxwidth 0.6\n"
 	    "set grid ytics\n"
@@ -824,53 +1187,102 @@ write_plot_script(FILE *f, const char *out, int svg,
 	    "unset key\n"
 	    "set ylabel 'images/s'\n"
 	    "set yrange [0:*]\n"
-	    "plot $runs using 0:2:xtic(1) with boxes lc rgb '#4878a8'\n"
+	    "plot 'runs.dat' using 0:2:xtic(1) with boxes lc rgb '#4878a8'\n"
 	    "set ylabel 'data wait (%% of step)'\n"
 	    "set yrange [0:100]\n"
-	    "plot $runs using 0:3:xtic(1) with boxes lc rgb '#d08040'\n"
-	    "unset multiplot\n"
-	    "set output\n", n - 1);
-	return ferror(f) ? -1 : 0;
+	    "plot 'runs.dat' using 0:3:xtic(1) with boxes lc rgb '#d08040'\n"
+	    "unset multiplot\n", n - 1);
 }
 
+/* Write dir/name whole through the atomic writer: the script, or the
+ * data. */
+static int
+write_plot_file(const char *dir, const char *name, int svg,
+    const struct run_row *rows, int n)
+{
+	struct sk_error err;
+	struct sk_atomic a;
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (sk_atomic_open(&a, path, SK_ATOMIC_NOSYNC, 0600, &err) != 0) {
+		rmsg("%s", err.msg);
+		return -1;
+	}
+	if ((f = sk_atomic_stdio(&a, &err)) == NULL) {
+		rmsg("%s", err.msg);
+		sk_atomic_abort(&a);
+		return -1;
+	}
+	if (rows != NULL)
+		write_plot_data(f, rows, n);
+	else
+		write_plot_script(f, svg, n);
+	if (sk_atomic_commit(&a, &err) != 0) {
+		rmsg("%s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * gnuplot runs without a shell on a fixed argument list, in a private
+ * folder that holds only its script and data; its stdout is the
+ * temporary file of the atomic writer, so the image appears at out whole
+ * or not at all, and a symlink planted at out is replaced, not followed.
+ */
 static int
 plot_runs(const char *out, int svg, const struct run_row *rows, int n)
 {
-	char script[4096], *gnuplot;
 	const char *tmp = getenv("TMPDIR");
-	FILE *f = NULL;
+	char dir[4096], path[4096 + 16], *gnuplot;
+	struct sk_error err;
+	struct sk_atomic a;
+	struct stat st;
 	pid_t pid;
-	int fd = -1, status, rc = -1;
+	int status, made = 0, opened = 0, rc = -1;
 
 	if ((gnuplot = find_gnuplot()) == NULL) {
 		rmsg("gnuplot not found: apt-get install gnuplot-nox");
 		return -1;
 	}
-	snprintf(script, sizeof script, "%s/shardtrain-plot.XXXXXX",
-	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
-	if ((fd = mkstemp(script)) < 0) {
-		rmsg("%s: %s", script, strerror(errno));
+	if (tmp == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	if ((size_t)snprintf(dir, sizeof dir, "%s/shardtrain-plot.XXXXXX",
+	    tmp) >= sizeof dir) {
+		rmsg("TMPDIR is too long");
 		goto out;
 	}
-	if ((f = fdopen(fd, "w")) == NULL) {
-		rmsg("%s: %s", script, strerror(errno));
-		close(fd);
-		goto out_unlink;
+	if (mkdtemp(dir) == NULL) {
+		rmsg("%s: %s", dir, strerror(errno));
+		goto out;
 	}
-	if (write_plot_script(f, out, svg, rows, n) != 0 || fclose(f) != 0) {
-		f = NULL;
-		rmsg("%s: %s", script, strerror(errno));
-		goto out_unlink;
+	made = 1;
+	if (write_plot_file(dir, "runs.dat", svg, rows, n) != 0 ||
+	    write_plot_file(dir, "plot.gp", svg, NULL, n) != 0)
+		goto out;
+	if (sk_atomic_open(&a, out, 0, 0644, &err) != 0) {
+		rmsg("%s", err.msg);
+		goto out;
 	}
-	f = NULL;
+	opened = 1;
 
 	fflush(NULL);
 	if ((pid = fork()) < 0) {
 		rmsg("fork: %s", strerror(errno));
-		goto out_unlink;
+		goto out;
 	}
 	if (pid == 0) {
-		execl(gnuplot, "gnuplot", script, (char *)NULL);
+		int nul = open("/dev/null", O_RDONLY);
+
+		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 ||
+		    dup2(a.fd, STDOUT_FILENO) < 0 || chdir(dir) != 0) {
+			fprintf(stderr, "shardtrain: report: starting gnuplot: "
+			    "%s\n", strerror(errno));
+			_exit(127);
+		}
+		execl(gnuplot, "gnuplot", "plot.gp", (char *)NULL);
 		fprintf(stderr, "shardtrain: report: %s: %s\n", gnuplot,
 		    strerror(errno));
 		_exit(127);
@@ -878,20 +1290,32 @@ plot_runs(const char *out, int svg, const struct run_row *rows, int n)
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR) {
 			rmsg("waitpid: %s", strerror(errno));
-			goto out_unlink;
+			goto out;
 		}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		rmsg("gnuplot failed (status %d) drawing %s", status, out);
-		goto out_unlink;
+		rmsg("%s: gnuplot failed (status %d)", out, status);
+		goto out;
 	}
-	if (access(out, R_OK) != 0) {
-		rmsg("gnuplot wrote no %s", out);
-		goto out_unlink;
+	if (fstat(a.fd, &st) != 0 || st.st_size == 0) {
+		rmsg("%s: gnuplot drew nothing", out);
+		goto out;
+	}
+	opened = 0;
+	if (sk_atomic_commit(&a, &err) != 0) {
+		rmsg("%s", err.msg);
+		goto out;
 	}
 	rc = 0;
-out_unlink:
-	unlink(script);
 out:
+	if (opened)
+		sk_atomic_abort(&a);
+	if (made) {
+		snprintf(path, sizeof path, "%s/runs.dat", dir);
+		unlink(path);
+		snprintf(path, sizeof path, "%s/plot.gp", dir);
+		unlink(path);
+		rmdir(dir);
+	}
 	free(gnuplot);
 	return rc;
 }
@@ -914,7 +1338,8 @@ report_main(int argc, char **argv)
 	};
 	struct run_row *rows = NULL;
 	const char *plot = NULL;
-	int c, i, n, svg = 0, rc = 1;
+	char msg[1024];
+	int c, i, n, bad = 0, svg = 0, rc = 1;
 
 	optind = 0;			/* a fresh scan: main() used getopt */
 	opterr = 0;
@@ -956,9 +1381,16 @@ report_main(int argc, char **argv)
 		rmsg("out of memory");
 		return 1;
 	}
+	/* Every bad run is named, not only the first; a table over the
+	 * others would hide that one is missing. */
 	for (i = 0; i < n; i++)
-		if (load_run(argv[optind + i], &rows[i]) != 0)
-			goto out;
+		if (report_load_run(argv[optind + i], &rows[i], msg,
+		    sizeof msg) != 0) {
+			rmsg("%s", msg);
+			bad++;
+		}
+	if (bad > 0)
+		goto out;
 	print_table(rows, n);
 	if (plot != NULL && plot_runs(plot, svg, rows, n) != 0)
 		goto out;

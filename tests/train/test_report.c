@@ -2,8 +2,10 @@
  * test_report.c - the verdict on crafted numbers (each rule and its
  * edges), the printed report, the JSON file read back with jansson, and
  * `shardtrain report` on crafted runs: the table, its errors and exit
- * codes, and real PNG and SVG plots when gnuplot is installed.
+ * codes, and real PNG and SVG plots when gnuplot is installed; hostile
+ * runs: escaping, the reader's checks, planted symlinks.
  */
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -17,6 +19,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "report.h"
 #include "train.h"
 
 /* ------------------------------------------------------------------------ */
@@ -742,4 +745,189 @@ TEST(report_plot_no_gnuplot)
 	CHECK(access("runs.png", F_OK) != 0);
 	free(out);
 	free(err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* hostile runs: escaping, the reader's checks, planted symlinks            */
+
+static const char good_run[] =
+    "{\"shardtrain\": 1, \"config\": {\"model\": \"resnet18\", "
+    "\"strategy\": \"ddp\", \"world\": 2, \"data\": \"synthetic\"}, "
+    "\"result\": {\"images_per_s\": 100.5, \"seconds\": 3, "
+    "\"wait_share\": 0.5, \"cost_per_epoch\": null, "
+    "\"verdict\": \"balanced\"}, \"epochs\": [{\"seconds\": 2}, "
+    "{\"seconds\": 4}]}";
+
+/* No byte of s is a control, and none is a raw C1 or bidi control. */
+static void
+check_printable(const char *s)
+{
+	for (; *s != '\0'; s++) {
+		CHECK((unsigned char)*s >= 0x20 && *s != 0x7f);
+		CHECK(strncmp(s, "\xc2\x9b", 2) != 0);
+		CHECK(strncmp(s, "\xe2\x80\xae", 3) != 0);
+	}
+}
+
+TEST(report_escape_controls)
+{
+	char buf[64];
+	const char *s = "a\nb\rc\x1b[2Jd\x7f\\e\xff\xc2\x9b\xe2\x80\xae"
+	    "caf\xc3\xa9";
+
+	report_escape(buf, sizeof buf, s, strlen(s));
+	t_diag("%s", buf);
+	CHECK_EQ_STR(buf, "a\\nb\\rc\\x1b[2Jd\\x7f\\\\e\\xff\\u009b\\u202e"
+	    "caf\xc3\xa9");
+	check_printable(buf);
+	/* Overlong forms and surrogates are not UTF-8 (RFC 3629). */
+	report_escape(buf, sizeof buf, "\xc0\xaf\xed\xa0\x80", 5);
+	CHECK_EQ_STR(buf, "\\xc0\\xaf\\xed\\xa0\\x80");
+	/* Cut at a whole escape, never inside one, with an ellipsis. */
+	report_escape(buf, 12, "abcdef\x1b\x1b\x1b", 9);
+	CHECK_EQ_STR(buf, "abcdef...");
+	report_escape(buf, 12, "abcdefgh", 8);
+	CHECK_EQ_STR(buf, "abcdefgh");
+	report_escape(buf, 4, "abcdefgh", 8);
+	CHECK(strlen(buf) < 4);
+}
+
+/* report_read_run on text: 0 or -1, and the message. */
+static int
+read_run(const char *text, struct run_row *r, char *msg, size_t n)
+{
+	msg[0] = '\0';
+	return report_read_run("x/run.json", text, strlen(text), r, msg, n);
+}
+
+TEST(report_read_fields)
+{
+	static const struct {
+		const char *from, *to, *want;
+	} bad[] = {
+		{ "\"model\": \"resnet18\"", "\"model\": 5",
+		    "config.model: expected a string, got an integer" },
+		{ "\"world\": 2", "\"world\": 0", "config.world" },
+		{ "\"world\": 2", "\"world\": 2.5", "config.world: expected "
+		    "an integer" },
+		{ "\"shardtrain\": 1", "\"shardtrain\": 4294967297",
+		    "version 4294967297" },
+		{ "\"images_per_s\": 100.5", "\"images_per_s\": -1",
+		    "result.images_per_s: -1 is out of range" },
+		{ "\"wait_share\": 0.5", "\"wait_share\": 2",
+		    "result.wait_share" },
+		{ "\"cost_per_epoch\": null", "\"cost_per_epoch\": true",
+		    "result.cost_per_epoch: expected a number or null, got a "
+		    "boolean" },
+		{ "\"verdict\": \"balanced\"", "\"x\": 1", "result.verdict is "
+		    "missing" },
+		{ "{\"seconds\": 4}", "{\"seconds\": null}",
+		    "epochs[1].seconds" },
+		{ "{\"seconds\": 4}", "[]", "epochs[1]: expected an object" },
+		{ "\"config\": {", "\"config\": [{\"a\": 1}], \"c\": {",
+		    "config: expected an object, got an array" },
+		{ "\"world\": 2", "\"world\": 2, \"world\": 3", "duplicate" },
+	};
+	struct run_row r;
+	char msg[512], text[1024];
+	size_t i;
+
+	CHECK_EQ_INT(read_run(good_run, &r, msg, sizeof msg), 0);
+	CHECK_EQ_STR(r.model, "resnet18");
+	CHECK_EQ_STR(r.ranks, "2");
+	CHECK_EQ_STR(r.epoch, "3.0 s");
+	CHECK_EQ_STR(r.wait, "50.0%");
+	CHECK_EQ_STR(r.run, "run.json");
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *at = strstr(good_run, bad[i].from);
+
+		CHECK(at != NULL);
+		snprintf(text, sizeof text, "%.*s%s%s", (int)(at - good_run),
+		    good_run, bad[i].to, at + strlen(bad[i].from));
+		CHECK_EQ_INT(read_run(text, &r, msg, sizeof msg), -1);
+		t_diag("%s", msg);
+		CHECK_CONTAINS(msg, "x/run.json");
+		CHECK_CONTAINS(msg, bad[i].want);
+	}
+	CHECK_EQ_INT(read_run("[1]", &r, msg, sizeof msg), -1);
+	CHECK_CONTAINS(msg, "not a shardtrain run");
+	CHECK_EQ_INT(read_run("", &r, msg, sizeof msg), -1);
+	CHECK_CONTAINS(msg, "x/run.json");
+	CHECK_EQ_INT(report_read_run("big.json", good_run,
+	    (size_t)REPORT_MAX_BYTES + 1, &r, msg, sizeof msg), -1);
+	CHECK_CONTAINS(msg, "larger than");
+}
+
+TEST(report_read_hostile_strings)
+{
+	struct run_row r;
+	char msg[512], text[8192], longs[4000];
+	const char *p;
+
+	memset(longs, 'y', sizeof longs - 1);
+	longs[sizeof longs - 1] = '\0';
+	snprintf(text, sizeof text, "{\"shardtrain\": 1, \"config\": {"
+	    "\"model\": \"m\\n!touch PWNED\\u001b[31m\\u202e\", "
+	    "\"strategy\": \"%s\", \"world\": 1, "
+	    "\"data\": \"gs\\u001b://b/`x`\\r\\n\"}, \"result\": {"
+	    "\"images_per_s\": 1e14, \"seconds\": 1, \"wait_share\": 1, "
+	    "\"cost_per_epoch\": 1e14, \"verdict\": \"v\\u0007\"}}", longs);
+	CHECK_EQ_INT(report_read_run("d/a\nEOD\n!touch PWNED `x` \"q\" "
+	    "\x1b.json", text, strlen(text), &r, msg, sizeof msg), 0);
+	t_diag("%s | %s | %s | %s | %s | %s | %s", r.run, r.label, r.model,
+	    r.strategy, r.source, r.ips, r.cost);
+	check_printable(r.run);
+	check_printable(r.model);
+	check_printable(r.strategy);
+	check_printable(r.source);
+	check_printable(r.verdict);
+	CHECK_CONTAINS(r.model, "\\n!touch PWNED\\x1b[31m\\u202e");
+	CHECK_CONTAINS(r.strategy, "...");
+	CHECK_EQ_STR(r.verdict, "v\\x07");
+	CHECK_EQ_STR(r.source, "gs\\x1b:`x`\\r\\n");
+	CHECK_EQ_STR(r.ips, "1e+14");
+	/* The plot's label: a safe set only, whatever the name. */
+	for (p = r.label; *p != '\0'; p++)
+		CHECK(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789 ._+=,:()[]-", *p) != NULL);
+	CHECK_EQ_STR(r.label, "a_EOD__touch PWNED _x_ _q_ _.json");
+}
+
+TEST(report_json_symlinks_not_followed)
+{
+	struct train_config cfg;
+	struct run_result r;
+	char *victim;
+
+	base_config(&cfg, "synthetic");
+	base_result(&r, 0, -1, -1, "");
+	verdict_decide(&r, &cfg);
+	t_write_file("victim", "victim\n", 7);
+	CHECK(symlink("victim", "run.json.part") == 0);
+	CHECK(symlink("victim", "run.json") == 0);
+	CHECK(report_write_json("run.json", &r, &cfg) == 0);
+	victim = t_read_file("victim", NULL);
+	CHECK_EQ_STR(victim, "victim\n");
+	free(victim);
+	{
+		struct stat st;
+
+		CHECK(lstat("run.json", &st) == 0 && S_ISREG(st.st_mode));
+		CHECK(lstat("run.json.part", &st) == 0 && S_ISLNK(st.st_mode));
+	}
+}
+
+TEST(report_load_not_regular)
+{
+	struct run_row r;
+	char msg[512];
+
+	CHECK(mkfifo("fifo.json", 0600) == 0);
+	CHECK_EQ_INT(report_load_run("fifo.json", &r, msg, sizeof msg), -1);
+	CHECK_CONTAINS(msg, "fifo.json: not a regular file");
+	CHECK_EQ_INT(report_load_run(".", &r, msg, sizeof msg), -1);
+	CHECK_CONTAINS(msg, "not a regular file");
+	t_write_file("good.json", good_run, strlen(good_run));
+	CHECK_EQ_INT(report_load_run("good.json", &r, msg, sizeof msg), 0);
+	CHECK_EQ_STR(r.run, "good.json");
 }
