@@ -8,6 +8,8 @@
 #   truncated JPEGs, and RGB, gray and palette PNGs (made with PIL).
 #   manifest, for fuzz_manifest: wids shard indexes as shardtool pack and
 #   widsindex write them, with and without info, md5sum and filesize.
+#   report, for fuzz_report: shardtrain --json run files, whole and
+#   minimal.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -28,6 +30,22 @@ EOF
 	printf '{%s, "name": "val", "shardlist": [{"url": "https://h/val-000000.tar", "nsamples": 340, "filesize": 40960000}, {"url": "val-000001.tar", "nsamples": 12, "filesize": 1474560}]}\n' "$k" >"$out/wids.json"
 	printf '{%s, "shardlist": [{"url": "s.tar.gz", "nsamples": 9}, {"url": "t.tar", "nsamples": 0, "filesize": 1024, "md5sum": ""}]}\n' "$k" >"$out/minimal.json"
 	printf '{%s, "shardlist": []}\n' "$k" >"$out/empty.json"
+	exit 0
+fi
+if [ "$kind" = report ]; then
+	# A run file as shardtrain --json wrote it (a tiny ViT, 2 steps), a
+	# DDP run on shards with epochs and a cost, and the fields the
+	# reader needs alone.
+	cat >"$out/vit.json" <<'EOF'
+{
+  "shardtrain": 1,
+  "config": {"model": "vit-ti4", "family": "vit", "arch": {"patch": 4, "dim": 32, "layers": 2, "heads": 2, "mlp": 64}, "image_size": 16, "classes": 10, "backend": "cpu", "strategy": "single", "world": 1, "batch": 8, "data": "synthetic", "epochs": 1, "steps": 2, "optimizer": {"kind": "adamw", "lr": 3.125e-05, "momentum": 0.9, "nesterov": true, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "weight_decay": 0.05, "clip": 1.0, "warmup": 0, "total": 0, "min_lr": 0.0}, "label_smoothing": 0.1, "loader": {"workers": 0, "io_streams": 2, "prefetch_bytes": 67108864, "shuffle": 0, "crop": "rrc", "strict": false}, "threads": 0, "throttle": 0.0, "price_per_hour": 0.0, "seed": 0, "checkpoint_activations": false, "ceiling_steps": 0},
+  "result": {"images_per_s": 2949.00542957319, "seconds": 0.00542555799984257, "steps": 2, "images": 16, "wait_share": 0.0031766066468706, "times": {"wait": 1.72320014826255e-05, "h2d": 7.1002432378009e-08, "fwd": 0.0041638900001999, "bwd": 0.00112070299837796, "comm": 0.0, "optim": 0.000122239000120317, "step": 0.00542465699982131}, "loader_ips": null, "compute_ips": 2958.40311256469, "gemm_share": 0.146921086444038, "params": 19626, "gflops_per_image": 0.000680832, "peak_param_mib": 0.299468994140625, "peak_rss_mib": 12.15234375, "cost_per_epoch": null, "first_loss": 2.35400414466858, "last_loss": 2.31576108932495, "skipped": 0, "verdict": "compute-bound", "bound_stage": null, "reason": "synthetic data, no input to wait for: data wait 0.3% of step time; compute alone 2958 img/s", "hint": "synthetic data costs nothing to load: a bigger --batch, more ranks, or a faster backend; --data to try a real input"},
+  "epochs": [{"epoch": 0, "steps": 2, "images": 16, "seconds": 0.00542525700075203, "images_per_s": 2949.1690435646, "wait_share": 0.0031766066468706, "cost": null, "loss": 2.33488261699677}]
+}
+EOF
+	printf '{"shardtrain": 1, "config": {"model": "resnet50", "strategy": "ddp", "world": 4, "data": "gs://bucket/in/train-{000000..000146}.tar?x=1"}, "result": {"images_per_s": 410.5, "seconds": 260.2, "wait_share": 0.62, "cost_per_epoch": 0.034, "verdict": "input-bound", "bound_stage": "decode"}, "epochs": [{"epoch": 0, "seconds": 130.0, "cost": 0.034}, {"epoch": 1, "seconds": 130.2, "cost": 0.034}]}\n' >"$out/ddp.json"
+	printf '{"shardtrain": 1, "config": {"model": "m", "strategy": "fsdp", "world": 2, "data": "/d/cifar10.json"}, "result": {"images_per_s": 0, "seconds": 0, "wait_share": 0, "cost_per_epoch": null, "verdict": "balanced"}}\n' >"$out/minimal.json"
 	exit 0
 fi
 if [ "$kind" = image ]; then
