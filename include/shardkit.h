@@ -263,7 +263,9 @@ struct sk_tar_member {
 /* Read a tar from src, which the reader owns from now on (also on failure). */
 int sk_tar_reader_open(sk_tar_reader **out, sk_source *src, int flags);
 /* 1 and a member, 0 at the end, or < 0 with a message naming the URL and
- * the offset of the damage. */
+ * the offset of the damage. In a plain tar, a member that claims more bytes
+ * than the file still holds is damage; m then holds that member (its name
+ * valid until the reader is closed), so a caller can count its sample. */
 int sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m);
 /* Data of the current member: bytes read, 0 at its end. */
 int64_t sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n);

@@ -1127,6 +1127,10 @@ TEST(tar_read_size_lie)
 	expect_member(__LINE__, r, "lie.tar", "a.cls", (const uint8_t *)"7",
 	    1, NULL);
 	CHECK_EQ_INT(sk_tar_reader_next(r, &m), SK_EFORMAT);
+	/* The refused member is left in m, for a caller counting samples. */
+	CHECK_EQ_STR(m.name, "b.jpg");
+	CHECK_EQ_INT(m.size, 10000000000000ULL);
+	CHECK_EQ_INT(m.header_offset, 1024);
 	snprintf(msg, sizeof msg, "%s", sk_errmsg(r));
 	t_diag("%s", msg);
 	CHECK_CONTAINS(msg, t_path("lie.tar"));
