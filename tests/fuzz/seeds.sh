@@ -6,6 +6,7 @@
 #   small JPEG and PNG images and labels.
 #   image, for fuzz_image: small baseline, progressive, gray, CMYK and
 #   truncated JPEGs, and RGB, gray and palette PNGs (made with PIL).
+#   checkpoint, for fuzz_checkpoint: shardtrain checkpoints of tiny runs.
 #   manifest, for fuzz_manifest: wids shard indexes as shardtool pack and
 #   widsindex write them, with and without info, md5sum and filesize.
 #   report, for fuzz_report: shardtrain --json run files, whole and
@@ -14,6 +15,32 @@ set -euo pipefail
 out=$1
 kind=${2:-tar}
 mkdir -p "$out"
+if [ "$kind" = checkpoint ]; then
+	# Real checkpoints of tiny ViTs on synthetic data (--batch 8 --seed 0
+	# --image-size 16, what fuzz_checkpoint checks against), AdamW and
+	# SGD, and a cut one. shardtrain is $SHARDTRAIN, else a built tree's.
+	st=${SHARDTRAIN:-}
+	for b in build build-asan build-fuzz; do
+		[ -n "$st" ] || [ ! -x "$b/train/shardtrain" ] ||
+			st=$b/train/shardtrain
+	done
+	if [ -z "$st" ] && [ -f build-fuzz/Makefile ]; then
+		make -s -C build-fuzz train/shardtrain >/dev/null
+		st=build-fuzz/train/shardtrain
+	fi
+	[ -n "$st" ] || { echo "seeds.sh: no shardtrain: set SHARDTRAIN" >&2; exit 1; }
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	for opt in adamw sgd; do
+		"$st" --model vit-ti4 --dim 8 --depth 1 --heads 1 --mlp 8 \
+			--image-size 16 --batch 8 --seed 0 --steps 1 \
+			--optimizer "$opt" --checkpoint-dir "$work/$opt" \
+			--ceiling-steps 0 --threads 1 -q >/dev/null
+		cp "$work/$opt/step-00000001.ckpt" "$out/$opt.ckpt"
+	done
+	head -c 300 "$out/adamw.ckpt" >"$out/cut.ckpt"
+	exit 0
+fi
 if [ "$kind" = manifest ]; then
 	k='"__kind__": "wids-shard-index-v1", "wids_version": 1'
 	m=0123456789abcdef0123456789abcdef
