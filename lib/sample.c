@@ -223,6 +223,60 @@ push(struct sk_sample_reader *r, struct sk_sample *s,
 	return load(r, m);
 }
 
+/* Start s with r->ahead: its key, and the member (loaded if wanted). */
+static int
+start(struct sk_sample_reader *r, struct sk_sample *s, size_t *keylen,
+    sk_sample_want_fn *want, void *arg)
+{
+	const char *ext;
+
+	r->have_ahead = 0;
+	*keylen = sk_key_split(r->ahead.name, &ext);
+	if ((s->key = strndup(r->ahead.name, *keylen)) == NULL) {
+		member_free(&r->ahead);
+		r->done = 1;
+		return sk__fatal(&r->h, SK_ENOMEM, "out of memory");
+	}
+	return push(r, s, &r->ahead, want, arg);
+}
+
+/*
+ * The tar reader failed. A member it refused for its size (it leaves that
+ * member in tm) starts a sample or belongs to s: either way that sample is
+ * the damaged one, so callers count it. Damage with no member, or in a
+ * new sample's first header, ends s whole: it comes back with cut set, the
+ * damage (and the new sample, if one began) on the next call.
+ */
+static int
+tar_damage(struct sk_sample_reader *r, struct sk_sample *s, size_t keylen,
+    const struct sk_tar_member *tm, int rc)
+{
+	struct sk_sample_member m;
+	const char *ext;
+
+	r->done = 1;
+	if (tm->name != NULL && s->key != NULL &&
+	    sk_key_split(tm->name, &ext) == keylen &&
+	    memcmp(tm->name, s->key, keylen) == 0) {
+		if (take(r, tm, &m) != 0 || push(r, s, &m, NULL, NULL) < 0)
+			return r->h.err.code;
+		return tar_failed(r, rc);
+	}
+	if (tm->name != NULL) {
+		if (take(r, tm, &r->ahead) != 0)
+			return r->h.err.code;
+		r->have_ahead = 1;
+	}
+	if (s->key == NULL) {
+		if (r->have_ahead && start(r, s, &keylen, NULL, NULL) < 0)
+			return r->h.err.code;
+		return tar_failed(r, rc);
+	}
+	r->pending = rc;
+	s->cut = 1;
+	return 1;
+}
+
 int
 sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
     sk_sample_want_fn *want, void *arg)
@@ -230,7 +284,7 @@ sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
 	struct sk_tar_member tm;
 	struct sk_sample_member m;
 	const char *ext;
-	size_t keylen;
+	size_t keylen = 0;
 	int rc;
 
 	if ((rc = sk__check(&r->h, SK__MAGIC_SAMPLE_READER, __func__)) != 0)
@@ -239,35 +293,33 @@ sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
 	if (r->pending < 0) {
 		rc = r->pending;
 		r->pending = 0;
+		/* The sample whose header was refused, with no data. */
+		if (r->have_ahead && start(r, s, &keylen, NULL, NULL) < 0)
+			return r->h.err.code;
 		return tar_failed(r, rc);
 	}
 	if (r->done)
 		return 0;
 	if (!r->have_ahead) {
-		if ((rc = sk_tar_reader_next(r->tar, &tm)) <= 0) {
+		memset(&tm, 0, sizeof tm);
+		if ((rc = sk_tar_reader_next(r->tar, &tm)) < 0)
+			return tar_damage(r, s, 0, &tm, rc);
+		if (rc == 0) {
 			r->done = 1;
-			return rc < 0 ? tar_failed(r, rc) : 0;
+			return 0;
 		}
 		if ((rc = take(r, &tm, &r->ahead)) != 0)
 			return rc;
 	}
-	r->have_ahead = 0;
-	keylen = sk_key_split(r->ahead.name, &ext);
-	if ((s->key = strndup(r->ahead.name, keylen)) == NULL) {
-		member_free(&r->ahead);
-		r->done = 1;
-		return sk__fatal(&r->h, SK_ENOMEM, "out of memory");
-	}
-	if ((rc = push(r, s, &r->ahead, want, arg)) < 0)
+	if ((rc = start(r, s, &keylen, want, arg)) < 0)
 		return rc;
 
 	for (;;) {
-		/* Damage in the header after a sample ends it: the sample is
-		 * returned, the damage on the next call. */
-		if ((rc = sk_tar_reader_next(r->tar, &tm)) <= 0) {
+		memset(&tm, 0, sizeof tm);
+		if ((rc = sk_tar_reader_next(r->tar, &tm)) < 0)
+			return tar_damage(r, s, keylen, &tm, rc);
+		if (rc == 0) {
 			r->done = 1;
-			r->pending = rc;
-			s->cut = rc < 0;
 			return 1;
 		}
 		/* WebDataset: a sample is the run of members with one key. */
