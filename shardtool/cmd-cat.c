@@ -1,8 +1,10 @@
 /*
- * cmd-cat.c - write the bytes of one member of a shard to stdout.
+ * cmd-cat.c - write the bytes of one member of a shard to stdout, read
+ * through the library's sample reader (so within its sample size cap).
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,7 +18,8 @@ const struct cmd_entry cmd_cat_entry = {
 	.help =
 	    "Write the data of the member KEY.EXT to stdout. A URL may be a\n"
 	    "brace pattern or a manifest NAME.json; the first shard holding\n"
-	    "the member is used.\n"
+	    "the member is used. A member of a sample over 256 MiB (the sample\n"
+	    "size cap) is not written: a warning names the sample, exit 1.\n"
 	    "\n"
 	    "options:\n"
 	    "  -h, --help   print this help\n",
@@ -37,32 +40,78 @@ same_name(const char *name, const char *want)
 	return strcmp(name, want) == 0;
 }
 
-/* Write the member if this shard has it (*found), or < 0 when the shard is
- * damaged (reported). A failed write to stdout is fatal. */
-static int
-cat_shard(const char *url, const char *want, int *found)
-{
-	struct sk_tar_member m;
-	struct sk_error err;
-	sk_tar_reader *r;
-	int rc, werr;
+/* The member cat looks for, split as the sample reader splits names. */
+struct cat_want {
+	const struct sk_sample *s;	/* the sample being read */
+	const char *name;
+	char *key;
+	const char *ext;
+};
 
-	if ((rc = tar_open(url, 0, &r, &err)) < 0) {
+/*
+ * Load only what may be the member: its extension, in a sample with its
+ * key. The reader offers an extension, not a name, but it sets the
+ * sample's key before offering its members; without a key every member
+ * with the extension is loaded, which costs time, not correctness.
+ */
+static int
+cat_wanted(const char *ext, void *arg)
+{
+	const struct cat_want *w = arg;
+
+	return strcmp(ext, w->ext) == 0 &&
+	    (w->s->key == NULL || same_name(w->s->key, w->key));
+}
+
+/* Write the member if this shard has it (*found), or < 0 when the shard is
+ * damaged or the member's sample is over the size cap (reported). A failed
+ * write to stdout is fatal. */
+static int
+cat_shard(const char *url, const char *name, int *found)
+{
+	struct sk_sample s = { 0 };
+	struct cat_want w = { .s = &s, .name = name };
+	const struct sk_sample_member *m = NULL;
+	struct sk_error err;
+	sk_sample_reader *r;
+	size_t i, n, left;
+	const uint8_t *p;
+	ssize_t put;
+	int rc;
+
+	if ((rc = samples_open(url, 0, &r, &err)) < 0) {
 		warn("%s", err.msg);
 		return rc;
 	}
-	while ((rc = sk_tar_reader_next(r, &m)) > 0 &&
-	    !same_name(m.name, want))
-		continue;
-	if (rc > 0) {
+	w.key = xstrdup(name);
+	w.key[sk_key_split(name, &w.ext)] = '\0';
+	do {
+		rc = sk_sample_reader_next(r, &s, cat_wanted, &w);
+		n = sample_whole(&s, rc);
+		for (i = 0; i < n && m == NULL; i++)
+			if (same_name(s.m[i].name, name))
+				m = &s.m[i];
+	} while (m == NULL && rc > 0);
+	if (m != NULL) {
 		*found = 1;
-		rc = copy_member(r, STDOUT_FILENO, &werr);
-		if (rc < 0 && werr != 0)
-			die("stdout: %s", strerror(werr));
-	}
-	if (rc < 0)
+		rc = 0;
+		if (s.too_big) {
+			warn_too_big(url, &s);
+			rc = SK_ETOOBIG;
+		}
+		for (p = m->data, left = m->data != NULL ? (size_t)m->size : 0;
+		    left > 0; p += put, left -= (size_t)put) {
+			if ((put = write(STDOUT_FILENO, p, left)) < 0 &&
+			    errno != EINTR)
+				die("stdout: %s", strerror(errno));
+			if (put < 0)
+				put = 0;
+		}
+	} else if (rc < 0)
 		warn("%s", sk_errmsg(r));
-	sk_tar_reader_close(r);
+	free(w.key);
+	sk_sample_free(&s);
+	sk_sample_reader_close(r);
 	return rc;
 }
 

@@ -5,7 +5,8 @@
  * Every path is walked from a descriptor of the folder one component at a
  * time with O_NOFOLLOW, and files are created with O_EXCL after removing
  * what was there, so neither a link in the archive nor one already in the
- * folder can redirect a write.
+ * folder can redirect a write. What is refused without looking at the
+ * folder, entry_refused() in shards.c decides, so verify reports the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +33,10 @@ const struct cmd_entry cmd_extract_entry = {
 	    "names, \"..\" components, links with absolute targets, symbolic\n"
 	    "links whose target climbs out of DIR or has \"..\" after a name,\n"
 	    "and writes through a link already in DIR. A refused entry is an\n"
-	    "error; the others are still extracted. A URL may be a brace\n"
-	    "pattern or a manifest NAME.json.\n"
+	    "error; the others are still extracted. A sample (the entries that\n"
+	    "share a key) over 256 MiB is skipped with a warning naming it, and\n"
+	    "is an error too. A URL may be a brace pattern or a manifest\n"
+	    "NAME.json.\n"
 	    "\n"
 	    "options:\n"
 	    "  -C, --directory DIR   extract into DIR\n"
@@ -55,14 +58,7 @@ struct extract {
 	int failed;
 	uint64_t nrefused;
 	const char *url;
-	const struct sk_tar_member *m;
-};
-
-/* A path cut into its components, "." and empty ones dropped. */
-struct path {
-	char *buf;
-	char **c;
-	size_t n;
+	const struct sk_sample_member *m;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -81,72 +77,6 @@ refuse(struct extract *x, const char *fmt, ...)
 	    x->m->header_offset, why);
 	x->failed = 1;
 	x->nrefused++;
-}
-
-static void
-path_split(struct path *p, const char *s)
-{
-	char *save = NULL, *tok;
-
-	p->buf = xstrdup(s);
-	p->c = xcalloc(strlen(s) / 2 + 2, sizeof *p->c);
-	p->n = 0;
-	for (tok = strtok_r(p->buf, "/", &save); tok != NULL;
-	    tok = strtok_r(NULL, "/", &save))
-		if (strcmp(tok, ".") != 0)
-			p->c[p->n++] = tok;
-}
-
-static void
-path_free(struct path *p)
-{
-	free(p->buf);
-	free(p->c);
-}
-
-/* A name inside DIR: relative, without "..". NULL if so, else why not. */
-static const char *
-path_unsafe(const char *s, const struct path *p)
-{
-	size_t i;
-
-	if (s[0] == '/')
-		return "absolute path";
-	for (i = 0; i < p->n; i++)
-		if (strcmp(p->c[i], "..") == 0)
-			return "path with a \"..\" component";
-	return NULL;
-}
-
-/*
- * A symbolic link at depth (folders under DIR) may point to target when
- * the target is relative and all its ".." components come first and climb
- * no higher than DIR. Lexically resolving "a/../.." would allow too much:
- * the kernel follows a link in "a" before applying "..", so a chain of
- * such links could climb out.
- */
-static const char *
-symlink_unsafe(const char *target, size_t depth)
-{
-	struct path p;
-	const char *why = NULL;
-	size_t i, up = 0;
-
-	if (target[0] == '\0')
-		return "empty target";
-	if (target[0] == '/')
-		return "absolute target";
-	path_split(&p, target);
-	for (i = 0; i < p.n && why == NULL; i++) {
-		if (strcmp(p.c[i], "..") != 0)
-			continue;
-		if (i > up)
-			why = "\"..\" after a name in the target";
-		else if (++up > depth)
-			why = "target outside the folder";
-	}
-	path_free(&p);
-	return why;
 }
 
 static int
@@ -204,49 +134,46 @@ clear_name(struct extract *x, int dirfd, const char *name)
 /* ------------------------------------------------------------------------ */
 /* entries                                                                  */
 
-/* < 0 only when the reader failed, which ends the shard. */
-static int
-extract_file(struct extract *x, sk_tar_reader *r, int dirfd,
-    const char *name)
+static void
+extract_file(struct extract *x, int dirfd, const char *name)
 {
-	int fd, rc, werr;
+	const uint8_t *p = x->m->data;
+	size_t left = (size_t)x->m->size;
+	ssize_t put;
+	int fd, werr = 0;
 
 	if (clear_name(x, dirfd, name) < 0)
-		return 0;
+		return;
 	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0644);
 	if (fd < 0) {
 		refuse(x, "cannot create: %s", strerror(errno));
-		return 0;
+		return;
 	}
-	rc = copy_member(r, fd, &werr);
-	if (close(fd) < 0 && rc == 0) {
-		rc = SK_EIO;
+	while (left > 0 && werr == 0) {
+		if ((put = write(fd, p, left)) >= 0) {
+			p += put;
+			left -= (size_t)put;
+		} else if (errno != EINTR)
+			werr = errno;
+	}
+	if (close(fd) < 0 && werr == 0)
 		werr = errno;
-	}
-	if (rc < 0) {
+	if (werr != 0) {
 		/* No truncated file is left to pass for a whole one. */
 		unlinkat(dirfd, name, 0);
-		if (werr == 0)
-			return rc;
 		refuse(x, "write failed: %s", strerror(werr));
 	}
-	return 0;
 }
 
 static void
 extract_hardlink(struct extract *x, int dirfd, const char *name)
 {
 	struct path t;
-	const char *why;
 	int tfd;
 
+	/* entry_refused() checked the target: relative, no "..", a name. */
 	path_split(&t, x->m->linkname);
-	if ((why = path_unsafe(x->m->linkname, &t)) != NULL || t.n == 0) {
-		refuse(x, "hard link to %s: %s", x->m->linkname,
-		    why != NULL ? why : "empty target");
-		goto out;
-	}
 	if ((tfd = walk_parent(x, &t, 0)) < 0)
 		goto out;
 	/* A symbolic link's target was checked from its own folder; a hard
@@ -263,38 +190,34 @@ out:
 	path_free(&t);
 }
 
-/* < 0 only when the reader failed, which ends the shard. */
-static int
-extract_entry(struct extract *x, sk_tar_reader *r)
+static void
+extract_entry(struct extract *x)
 {
-	const struct sk_tar_member *m = x->m;
-	const char *why, *last;
+	const struct sk_sample_member *m = x->m;
+	const char *last;
+	char why[1024];
 	uint64_t nrefused = x->nrefused;
 	struct path p;
-	int dirfd = -1, rc = 0;
+	int dirfd = -1;
 
 	path_split(&p, m->name);
-	if ((why = path_unsafe(m->name, &p)) != NULL) {
+	if (entry_refused(m->name, m->type, m->linkname, why,
+	    sizeof why) != NULL) {
 		refuse(x, "%s", why);
 		goto out;
 	}
 	if (p.n == 0)
 		goto out;	/* "." or "./": DIR itself */
-	if (m->type == SK_TAR_SYMLINK &&
-	    (why = symlink_unsafe(m->linkname, p.n - 1)) != NULL) {
-		refuse(x, "symbolic link to %s: %s", m->linkname, why);
+	/* A file whose data the reader did not load was damaged; the reader
+	 * reports it. */
+	if (m->type == SK_TAR_FILE && m->data == NULL)
 		goto out;
-	}
-	if (m->type == SK_TAR_OTHER) {
-		refuse(x, "not a file, folder or link");
-		goto out;
-	}
 	if ((dirfd = walk_parent(x, &p, 1)) < 0)
 		goto out;
 	last = p.c[p.n - 1];
 	switch (m->type) {
 	case SK_TAR_FILE:
-		rc = extract_file(x, r, dirfd, last);
+		extract_file(x, dirfd, last);
 		break;
 	case SK_TAR_DIR:
 		if (mkdirat(dirfd, last, 0755) < 0 && errno != EEXIST)
@@ -311,38 +234,62 @@ extract_entry(struct extract *x, sk_tar_reader *r)
 	case SK_TAR_OTHER:
 		break;
 	}
-	if (x->verbose && rc == 0 && x->nrefused == nrefused)
+	if (x->verbose && x->nrefused == nrefused)
 		printf("%s\n", m->name);
 out:
 	if (dirfd >= 0 && dirfd != x->dirfd)
 		close(dirfd);
 	path_free(&p);
-	return rc;
 }
 
+/* Every file's data: extract writes them all. */
+static int
+want_all(const char *ext, void *arg)
+{
+	(void)ext;
+	(void)arg;
+	return 1;
+}
+
+/*
+ * Extract a shard sample by sample through the library's reader, so a
+ * sample over its size cap is skipped (and named) rather than loaded; the
+ * entries read whole before any damage are still extracted.
+ */
 static void
 extract_shard(struct extract *x, const char *url)
 {
-	struct sk_tar_member m;
+	struct sk_sample s = { 0 };
 	struct sk_error err;
-	sk_tar_reader *r;
+	sk_sample_reader *r;
+	size_t i, n;
 	int rc;
 
 	x->url = url;
-	x->m = &m;
-	if (tar_open(url, SK_TAR_ALL_ENTRIES, &r, &err) < 0) {
+	if (samples_open(url, SK_TAR_ALL_ENTRIES, &r, &err) < 0) {
 		warn("%s", err.msg);
 		x->failed = 1;
 		return;
 	}
-	while ((rc = sk_tar_reader_next(r, &m)) > 0 &&
-	    (rc = extract_entry(x, r)) >= 0)
-		continue;
+	do {
+		rc = sk_sample_reader_next(r, &s, want_all, NULL);
+		if (s.too_big) {
+			warn_too_big(url, &s);
+			x->failed = 1;
+			continue;
+		}
+		n = sample_whole(&s, rc);
+		for (i = 0; i < n; i++) {
+			x->m = &s.m[i];
+			extract_entry(x);
+		}
+	} while (rc > 0);
 	if (rc < 0) {
 		warn("%s", sk_errmsg(r));
 		x->failed = 1;
 	}
-	sk_tar_reader_close(r);
+	sk_sample_free(&s);
+	sk_sample_reader_close(r);
 }
 
 static int

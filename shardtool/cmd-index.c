@@ -28,6 +28,9 @@ const struct cmd_entry cmd_index_entry = {
 	    "With --dali, write DALI's index SHARD.idx next to each SHARD.tar,\n"
 	    "or into the folder OUT: \"v1.2 N\", then one line per sample of\n"
 	    "\"ext offset size name\" for each member (offset of its data).\n"
+	    "DALI reads only uncompressed tars: a compressed shard is refused.\n"
+	    "Two shards whose .idx files would have one name are refused (a\n"
+	    "usage error) before any file is written.\n"
 	    "\n"
 	    "options:\n"
 	    "      --dali        write DALI .idx files\n"
@@ -53,10 +56,10 @@ static const struct option index_options[] = {
 
 /* DALI splits index lines on white space, so names must hold none. */
 static int
-dali_line(const char *url, const struct sample *s, FILE *f,
+dali_line(const char *url, const struct sk_sample *s, FILE *f,
     struct sk_error *err)
 {
-	const struct sample_member *sm;
+	const struct sk_sample_member *sm;
 	size_t i;
 
 	for (i = 0; i < s->n; i++) {
@@ -73,30 +76,41 @@ dali_line(const char *url, const struct sample *s, FILE *f,
 	return 0;
 }
 
-/* Count the samples of a shard (runs of one key, as the loader sees them)
- * and, when dali is not NULL, write their DALI lines to it. */
+/*
+ * Count the samples of a shard (runs of one key, as the loader sees them,
+ * through the same sample reader) and, when dali is not NULL, write their
+ * DALI lines to it. DALI reads members at the offsets of the index in the
+ * file itself, so a compressed shard, whose offsets count bytes of the
+ * decompressed stream, has no DALI index.
+ */
 static int
 index_shard(const char *url, FILE *dali, uint64_t *nsamples,
     struct sk_error *err)
 {
-	struct sample_reader sr;
-	struct sample s = { 0 };
+	struct sk_sample s = { 0 };
+	sk_sample_reader *r;
 	int rc;
 
 	*nsamples = 0;
-	if ((rc = sample_reader_open(&sr, url, NULL)) < 0)
-		goto fail;
-	while ((rc = sample_next(&sr, &s)) > 0) {
+	if ((rc = samples_open(url, 0, &r, err)) < 0)
+		return rc;
+	if (dali != NULL && sk_sample_reader_compressed(r)) {
+		rc = sk_error_set(err, SK_EUNSUPPORTED, "%s: a compressed "
+		    "shard: DALI reads only uncompressed tars, and offsets "
+		    "into the decompressed stream would point at the wrong "
+		    "bytes; decompress it first", url);
+		goto out;
+	}
+	while ((rc = sk_sample_reader_next(r, &s, NULL, NULL)) > 0) {
 		(*nsamples)++;
 		if (dali != NULL && (rc = dali_line(url, &s, dali, err)) < 0)
 			goto out;
 	}
-fail:
 	if (rc < 0)
-		*err = sr.err;
+		sk_error_set(err, rc, "%s", sk_errmsg(r));
 out:
-	sample_free(&s);
-	sample_reader_close(&sr);
+	sk_sample_free(&s);
+	sk_sample_reader_close(r);
 	return rc;
 }
 
@@ -132,52 +146,21 @@ dali_path(const char *url, const char *dir, struct sk_error *err)
 	return path;
 }
 
-/* Write head and body to path through path.part and a rename, so that a
- * failed run never leaves a truncated index under the final name. */
+/*
+ * Write the index of url to path through the library's atomic writer: a
+ * failed run never leaves a truncated index under the final name, and a
+ * link planted at any temporary name is never written through.
+ */
 static int
-write_atomic(const char *path, const char *head, const char *body,
-    size_t bodylen, struct sk_error *err)
+index_dali(const char *url, const char *path, struct sk_error *err)
 {
-	char *part;
-	FILE *f;
-	int rc = 0;
-
-	part = xmalloc(strlen(path) + 6);
-	sprintf(part, "%s.part", path);
-	if ((f = fopen(part, "w")) == NULL) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", part,
-		    strerror(errno));
-		goto out;
-	}
-	fputs(head, f);
-	fwrite(body, 1, bodylen, f);
-	if (ferror(f) | fclose(f)) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", part,
-		    strerror(errno));
-		unlink(part);
-		goto out;
-	}
-	if (rename(part, path) < 0) {
-		rc = sk_error_set(err, sk_errno_code(errno), "%s: %s", path,
-		    strerror(errno));
-		unlink(part);
-	}
-out:
-	free(part);
-	return rc;
-}
-
-static int
-index_dali(const char *url, const char *dir, struct sk_error *err)
-{
-	char head[64], *body = NULL, *path;
-	size_t bodylen = 0;
+	char head[64], *body = NULL;
+	size_t bodylen = 0, headlen;
+	struct sk_atomic a;
 	uint64_t nsamples;
 	FILE *f;
 	int rc;
 
-	if ((path = dali_path(url, dir, err)) == NULL)
-		return SK_EINVAL;
 	/* The sample count heads the file, so the lines wait in memory. */
 	if ((f = open_memstream(&body, &bodylen)) == NULL)
 		die("open_memstream: %s", strerror(errno));
@@ -185,13 +168,79 @@ index_dali(const char *url, const char *dir, struct sk_error *err)
 	if (fclose(f) != 0)
 		die("open_memstream: %s", strerror(errno));
 	if (rc >= 0) {
-		snprintf(head, sizeof head, DALI_INDEX_VERSION " %" PRIu64
-		    "\n", nsamples);
-		rc = write_atomic(path, head, body, bodylen, err);
+		headlen = (size_t)snprintf(head, sizeof head,
+		    DALI_INDEX_VERSION " %" PRIu64 "\n", nsamples);
+		if ((rc = sk_atomic_open(&a, path, 0, 0644, err)) == 0) {
+			if ((rc = sk_atomic_write_all(&a, head, headlen,
+			    err)) == 0 && (rc = sk_atomic_write_all(&a, body,
+			    bodylen, err)) == 0)
+				rc = sk_atomic_commit(&a, err);
+			else
+				sk_atomic_abort(&a);
+		}
 	}
 	free(body);
-	free(path);
 	return rc;
+}
+
+/* The file path names, for comparing: its folder as a real path when it
+ * exists ("a/./s.idx" and "a/s.idx" are one file). */
+static char *
+path_key(const char *path)
+{
+	char *copy, *base, real[PATH_MAX], *key;
+
+	copy = xstrdup(path);
+	base = strrchr(copy, '/');
+	if (base != NULL)
+		*base++ = '\0';
+	if (realpath(base == NULL ? "." : *copy == '\0' ? "/" : copy,
+	    real) == NULL) {
+		free(copy);
+		return xstrdup(path);
+	}
+	key = xmalloc(strlen(real) + strlen(base != NULL ? base : copy) + 2);
+	sprintf(key, "%s/%s", real, base != NULL ? base : copy);
+	free(copy);
+	return key;
+}
+
+/*
+ * The .idx path of every shard, before anything is read or written. Two
+ * shards whose indexes would share a name (the same base name under -o DIR,
+ * or S.tar and S side by side) are refused: the second index would replace
+ * the first, and DALI would read one shard with the other's offsets.
+ */
+static char **
+dali_paths(const struct shard_list *shards, const char *dir)
+{
+	struct sk_error err;
+	char **paths, **keys;
+	size_t i, j;
+
+	paths = xcalloc(shards->n, sizeof *paths);
+	keys = xcalloc(shards->n, sizeof *keys);
+	for (i = 0; i < shards->n; i++) {
+		/* A shard with no index path fails alone, as before. */
+		if ((paths[i] = dali_path(shards->v[i].url, dir, &err)) ==
+		    NULL) {
+			warn("%s", err.msg);
+			continue;
+		}
+		keys[i] = path_key(paths[i]);
+		/* Few shards per run; a quadratic check costs nothing. */
+		for (j = 0; j < i; j++)
+			if (keys[j] != NULL && strcmp(keys[i], keys[j]) == 0)
+				usage_error(&cmd_index_entry, "%s and %s would "
+				    "both write the index %s; give shards "
+				    "with distinct names, or index them "
+				    "separately", shards->v[j].url,
+				    shards->v[i].url, paths[i]);
+	}
+	for (i = 0; i < shards->n; i++)
+		free(keys[i]);
+	free(keys);
+	return paths;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -297,6 +346,7 @@ cmd_index_exec(int argc, char **argv)
 {
 	struct shard_list shards;
 	struct sk_error err;
+	char **paths = NULL;
 	const char *out = NULL;
 	int dali = 0, failed = 0, c;
 	size_t i;
@@ -321,12 +371,18 @@ cmd_index_exec(int argc, char **argv)
 	    &shards);
 	if (!dali)
 		failed = index_manifest(&shards, out);
+	if (dali)
+		paths = dali_paths(&shards, out);
 	for (i = 0; dali && i < shards.n; i++) {
-		if (index_dali(shards.v[i].url, out, &err) < 0) {
+		if (paths[i] == NULL)
+			failed = 1;
+		else if (index_dali(shards.v[i].url, paths[i], &err) < 0) {
 			warn("%s", err.msg);
 			failed = 1;
 		}
+		free(paths[i]);
 	}
+	free(paths);
 	flush_stdout();
 	shards_free(&shards);
 	return failed;

@@ -31,21 +31,22 @@ static const struct option ls_options[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
+/* The first n members of s: those read whole. */
 static void
-ls_print(const struct sample *s, int long_format)
+ls_print(const struct sk_sample *s, size_t n, int long_format)
 {
 	size_t i;
 
-	if (s->n == 0)
+	if (n == 0)
 		return;
 	if (long_format) {
-		for (i = 0; i < s->n; i++)
+		for (i = 0; i < n; i++)
 			printf("%" PRIu64 " %" PRIu64 " %s\n",
 			    s->m[i].data_offset, s->m[i].size, s->m[i].name);
 		return;
 	}
 	printf("%s\t", s->key);
-	for (i = 0; i < s->n; i++)
+	for (i = 0; i < n; i++)
 		printf("%s%s", i > 0 ? " " : "", s->m[i].ext);
 	putchar('\n');
 }
@@ -54,21 +55,23 @@ ls_print(const struct sample *s, int long_format)
 static int
 ls_shard(const char *url, int long_format)
 {
-	struct sample_reader sr;
-	struct sample s = { 0 };
+	struct sk_sample s = { 0 };
+	struct sk_error err;
+	sk_sample_reader *r;
 	int rc;
 
-	if ((rc = sample_reader_open(&sr, url, NULL)) < 0)
-		goto out;
+	if ((rc = samples_open(url, 0, &r, &err)) < 0) {
+		warn("%s", err.msg);
+		return rc;
+	}
 	do {
-		rc = sample_next(&sr, &s);
-		ls_print(&s, long_format);
+		rc = sk_sample_reader_next(r, &s, NULL, NULL);
+		ls_print(&s, sample_whole(&s, rc), long_format);
 	} while (rc > 0);
-out:
 	if (rc < 0)
-		warn("%s", sr.err.msg);
-	sample_free(&s);
-	sample_reader_close(&sr);
+		warn("%s", sk_errmsg(r));
+	sk_sample_free(&s);
+	sk_sample_reader_close(r);
 	return rc;
 }
 

@@ -1,7 +1,9 @@
 /*
  * cmd-verify.c - check shards: tar structure, sample adjacency, duplicate
  * members, labels, optionally image decoding, and against a manifest the
- * sample count, size and MD5 of each shard.
+ * sample count, size and MD5 of each shard. Entries that extract refuses
+ * (entry_refused() in shards.c) and links, which no sample holds, are
+ * problems too: a shard that verifies is one that every tool accepts.
  */
 #include <ctype.h>
 #include <getopt.h>
@@ -22,9 +24,14 @@ const struct cmd_entry cmd_verify_entry = {
 	.usage = "verify [--decode] [--classes N] [-q] URL...",
 	.help =
 	    "Check every shard: the tar structure, that the members of a\n"
-	    "sample are adjacent and unique, and that every sample with an\n"
-	    "image (.jpg, .jpeg, .png) has a .cls label, a non-negative\n"
-	    "decimal number. For a manifest NAME.json also check each shard's\n"
+	    "sample are adjacent and unique, and that no entry is one extract\n"
+	    "refuses (an absolute name, a \"..\" component, a device or FIFO)\n"
+	    "or a symbolic or hard link. In a shard with any image (.jpg,\n"
+	    ".jpeg, .png) or label (.cls), or when the number of classes is\n"
+	    "known, every sample must have an image and a .cls label, a\n"
+	    "non-negative decimal number; a shard of other members (text) is\n"
+	    "not held to that. A sample over 256 MiB, which the loader skips,\n"
+	    "is a problem. For a manifest NAME.json also check each shard's\n"
 	    "sample count, size and MD5 and that labels are below the number\n"
 	    "of classes it names. Each problem is a line on stderr; a summary\n"
 	    "goes to stdout. Exit status 1 if any problem was found.\n"
@@ -53,12 +60,22 @@ struct keyset {
 	size_t cap, n;
 };
 
+/* A sample with neither image nor label, reported once the shard turns
+ * out to be one of images and labels. */
+struct unlabelled {
+	char *key;
+	uint64_t offset;
+};
+
 struct verify {
 	long long classes;	/* labels must be below; 0: no limit */
 	const char *url;
 	uint64_t nsamples, nmembers, nproblems;
 	uint64_t nskipped;	/* entries that are no sample member */
 	struct keyset seen;
+	int classify;		/* this shard holds images and labels */
+	struct unlabelled *wait;	/* samples waiting on classify */
+	size_t nwait;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -162,15 +179,30 @@ is_image(const char *ext)
 }
 
 static int
-want_label(const char *ext)
+is_label(const char *ext)
 {
 	return strcmp(ext, "cls") == 0;
 }
 
+/* What the sample reader loads: labels, and images when decoding. */
 static int
-want_label_image(const char *ext)
+want_data(const char *ext, void *decode)
 {
-	return want_label(ext) || is_image(ext);
+	return is_label(ext) || (*(const int *)decode && is_image(ext));
+}
+
+/* WebDataset metadata ("__key__", "dir/__index__.json"): the tar reader
+ * passes over these unless asked for every entry. */
+static int
+is_metadata(const char *name)
+{
+	const char *ext, *base = strrchr(name, '/');
+	size_t n;
+
+	base = base != NULL ? base + 1 : name;
+	n = sk_key_split(base, &ext);
+	return n >= 4 && strncmp(base, "__", 2) == 0 &&
+	    strncmp(base + n - 2, "__", 2) == 0;
 }
 
 /* A label is ASCII decimal, optionally surrounded by white space. */
@@ -196,8 +228,8 @@ parse_label(const uint8_t *p, size_t n, unsigned long long *label)
 /* checks                                                                   */
 
 static void
-check_label(struct verify *v, const struct sample *s,
-    const struct sample_member *cls)
+check_label(struct verify *v, const struct sk_sample *s,
+    const struct sk_sample_member *cls)
 {
 	unsigned long long label;
 
@@ -212,8 +244,8 @@ check_label(struct verify *v, const struct sample *s,
 }
 
 static void
-check_decode(struct verify *v, const struct sample *s,
-    const struct sample_member *img)
+check_decode(struct verify *v, const struct sk_sample *s,
+    const struct sk_sample_member *img)
 {
 	struct sk_error err = { 0 };
 	uint8_t *rgb = NULL;
@@ -226,37 +258,127 @@ check_decode(struct verify *v, const struct sample *s,
 	free(rgb);
 }
 
+/* An entry that is no sample member: reported if extract refuses it or it
+ * is a link, else (a folder, metadata) only counted. */
 static void
-check_sample(struct verify *v, const struct sample *s, int decode)
+check_other(struct verify *v, const struct sk_sample *s,
+    const struct sk_sample_member *m)
 {
-	const struct sample_member *cls = NULL, *img = NULL;
-	size_t i, j;
+	char why[SK_ERRMSG_MAX];
 
+	v->nskipped++;
+	if (entry_refused(m->name, m->type, m->linkname, why,
+	    sizeof why) != NULL)
+		problem_at(v, s->key, m->header_offset, "%s: %s", m->name, why);
+	else if (m->type == SK_TAR_SYMLINK || m->type == SK_TAR_HARDLINK)
+		problem_at(v, s->key, m->header_offset, "%s: %s link to %s: "
+		    "a link is no sample member", m->name, m->type ==
+		    SK_TAR_SYMLINK ? "symbolic" : "hard", m->linkname);
+}
+
+/* The shard holds images or labels: the samples that had neither and
+ * waited for this are problems now, and later ones at once. */
+static void
+set_classify(struct verify *v)
+{
+	size_t i;
+
+	if (v->classify)
+		return;
+	v->classify = 1;
+	for (i = 0; i < v->nwait; i++)
+		problem_at(v, v->wait[i].key, v->wait[i].offset, "no image "
+		    "(.jpg, .jpeg, .png) and no label (.cls)");
+}
+
+static void
+wait_clear(struct verify *v)
+{
+	size_t i;
+
+	for (i = 0; i < v->nwait; i++)
+		free(v->wait[i].key);
+	free(v->wait);
+	v->wait = NULL;
+	v->nwait = 0;
+}
+
+static void
+check_sample(struct verify *v, const struct sk_sample *s, int decode)
+{
+	const struct sk_sample_member *cls = NULL, *img = NULL, *m, *first;
+	char why[SK_ERRMSG_MAX];
+	size_t i, j, n = 0;
+
+	/* The loader's sample: the regular files, metadata aside. With
+	 * every entry read, a run of only folders or links is none. */
+	for (i = 0, first = NULL; i < s->n; i++) {
+		m = &s->m[i];
+		if (m->type != SK_TAR_FILE || is_metadata(m->name)) {
+			check_other(v, s, m);
+			continue;
+		}
+		if (first == NULL)
+			first = m;
+		n++;
+		if (entry_refused(m->name, m->type, m->linkname, why,
+		    sizeof why) != NULL)
+			problem_at(v, s->key, m->header_offset, "%s: %s",
+			    m->name, why);
+	}
+	if (n == 0)
+		return;
 	v->nsamples++;
-	v->nmembers += s->n;
+	v->nmembers += n;
 	if (!keyset_add(&v->seen, xstrdup(s->key)))
-		problem_at(v, s->key, s->m[0].header_offset, "members not "
+		problem_at(v, s->key, first->header_offset, "members not "
 		    "adjacent (key seen before)");
 	for (i = 0; i < s->n; i++) {
+		m = &s->m[i];
+		if (m->type != SK_TAR_FILE || is_metadata(m->name))
+			continue;
 		for (j = 0; j < i; j++)
-			if (strcmp(s->m[i].ext, s->m[j].ext) == 0)
+			if (s->m[j].type == SK_TAR_FILE &&
+			    strcmp(m->ext, s->m[j].ext) == 0)
 				break;
 		if (j < i)
-			problem_at(v, s->key, s->m[i].header_offset,
-			    "duplicate member %s", s->m[i].name);
-		if (cls == NULL && want_label(s->m[i].ext))
-			cls = &s->m[i];
-		if (is_image(s->m[i].ext)) {
+			problem_at(v, s->key, m->header_offset,
+			    "duplicate member %s", m->name);
+		if (cls == NULL && is_label(m->ext))
+			cls = m;
+		if (is_image(m->ext)) {
 			if (img == NULL)
-				img = &s->m[i];
-			if (decode)
-				check_decode(v, s, &s->m[i]);
+				img = m;
+			if (decode && !s->too_big)
+				check_decode(v, s, m);
 		}
 	}
+	/* The loader skips it; nothing of it was loaded to check. */
+	if (s->too_big) {
+		problem_at(v, s->key, first->header_offset, "sample of %"
+		    PRIu64 " bytes is over the limit of %" PRIu64 " bytes",
+		    s->bytes, SK_SAMPLE_MAX_BYTES);
+		return;
+	}
+	if (cls != NULL || img != NULL || v->classes > 0)
+		set_classify(v);
 	if (cls != NULL)
 		check_label(v, s, cls);
 	else if (img != NULL)
-		problem_at(v, s->key, s->m[0].header_offset, "missing label");
+		problem_at(v, s->key, first->header_offset, "missing label");
+	if (img == NULL && cls != NULL)
+		problem_at(v, s->key, first->header_offset, "missing image "
+		    "(.jpg, .jpeg, .png)");
+	if (img == NULL && cls == NULL) {
+		if (v->classify) {
+			problem_at(v, s->key, first->header_offset, "no image "
+			    "(.jpg, .jpeg, .png) and no label (.cls)");
+			return;
+		}
+		v->wait = xrealloc(v->wait, (v->nwait + 1) * sizeof *v->wait);
+		v->wait[v->nwait].key = xstrdup(s->key);
+		v->wait[v->nwait++].offset = first->header_offset;
+	}
 }
 
 /* Compare what a manifest says about a shard with the shard itself. */
@@ -286,26 +408,29 @@ check_manifest(struct verify *v, const struct sk_manifest_shard *expect,
 static void
 verify_shard(struct verify *v, const struct shard *sh, int decode)
 {
-	struct sample_reader sr;
-	struct sample s = { 0 };
+	struct sk_sample s = { 0 };
+	struct sk_error err;
+	sk_sample_reader *r;
 	uint64_t first = v->nsamples;
 	int rc;
 
 	v->url = sh->url;
-	if (sample_reader_open(&sr, sh->url,
-	    decode ? want_label_image : want_label) < 0) {
+	v->classify = 0;
+	/* Every entry, so that links and devices are seen and reported. */
+	if (samples_open(sh->url, SK_TAR_ALL_ENTRIES, &r, &err) < 0) {
 		/* One line for a missing shard, not one per manifest field. */
-		problem(v, "%s", sr.err.msg);
+		problem(v, "%s", err.msg);
 		return;
 	}
-	while ((rc = sample_next(&sr, &s)) > 0)
+	while ((rc = sk_sample_reader_next(r, &s, want_data, &decode)) > 0)
 		check_sample(v, &s, decode);
 	if (rc < 0)
-		problem(v, "%s", sr.err.msg);
-	v->nskipped += sk_tar_reader_skipped(sr.tar);
-	sample_free(&s);
-	sample_reader_close(&sr);
+		problem(v, "%s", sk_errmsg(r));
+	sk_sample_free(&s);
+	sk_sample_reader_close(r);
 	keyset_clear(&v->seen);
+	/* Not a shard of images and labels: text-only samples are fine. */
+	wait_clear(v);
 	if (sh->expect != NULL)
 		check_manifest(v, sh->expect, v->nsamples - first);
 }

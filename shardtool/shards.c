@@ -1,14 +1,15 @@
 /*
- * shards.c - the shard list from URL and manifest arguments, a reader that
- * groups adjacent tar members into samples, and option and output helpers.
+ * shards.c - the shard list from URL and manifest arguments, the library's
+ * sample reader opened on a URL, the entries extract refuses (verify reports
+ * the same ones), and output helpers.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
 
 #include "shards.h"
 
@@ -89,46 +90,11 @@ shards_free(struct shard_list *l)
 /* ------------------------------------------------------------------------ */
 /* reading samples                                                          */
 
-static void
-member_free(struct sample_member *sm)
-{
-	free(sm->name);
-	free(sm->data);
-	memset(sm, 0, sizeof *sm);
-}
-
-static void
-sample_clear(struct sample *s)
-{
-	size_t i;
-
-	for (i = 0; i < s->n; i++)
-		member_free(&s->m[i]);
-	s->n = 0;
-	free(s->key);
-	s->key = NULL;
-}
-
-void
-sample_free(struct sample *s)
-{
-	sample_clear(s);
-	free(s->m);
-	memset(s, 0, sizeof *s);
-}
-
-/* Keep the reader's message; it already names the URL and the offset. */
-static int
-reader_failed(struct sample_reader *sr, int rc)
-{
-	sk_error_set(&sr->err, rc, "%s", sk_errmsg(sr->tar));
-	sr->done = 1;
-	return rc;
-}
-
 int
-tar_open(const char *url, int flags, sk_tar_reader **r, struct sk_error *err)
+samples_open(const char *url, int tar_flags, sk_sample_reader **r,
+    struct sk_error *err)
 {
+	struct sk_sample_reader_opts o = { .tar_flags = tar_flags };
 	sk_source *src = NULL;
 	int rc;
 
@@ -140,179 +106,130 @@ tar_open(const char *url, int flags, sk_tar_reader **r, struct sk_error *err)
 		return rc;
 	}
 	/* The reader owns src from here on, also when it fails. */
-	if ((rc = sk_tar_reader_open(r, src, flags)) < 0) {
+	if ((rc = sk_sample_reader_open(r, src, &o)) < 0) {
 		sk_error_set(err, rc, "%s", *r != NULL ? sk_errmsg(*r) :
 		    sk_strerror(rc));
-		sk_tar_reader_close(*r);
+		sk_sample_reader_close(*r);
 		*r = NULL;
 	}
 	return rc;
 }
 
-int
-copy_member(sk_tar_reader *r, int fd, int *write_errno)
+size_t
+sample_whole(const struct sk_sample *s, int rc)
 {
-	char buf[65536];
-	int64_t got;
-	ssize_t put;
-	size_t done;
-
-	*write_errno = 0;
-	while ((got = sk_tar_reader_read(r, buf, sizeof buf)) > 0) {
-		for (done = 0; done < (size_t)got; done += (size_t)put) {
-			put = write(fd, buf + done, (size_t)got - done);
-			if (put < 0 && errno == EINTR)
-				put = 0;
-			else if (put < 0) {
-				*write_errno = errno;
-				return SK_EIO;
-			}
-		}
-	}
-	return got < 0 ? (int)got : 0;
-}
-
-int
-sample_reader_open(struct sample_reader *sr, const char *url,
-    int (*want)(const char *ext))
-{
-	memset(sr, 0, sizeof *sr);
-	sr->want = want;
-	sr->url = url;
-	return tar_open(url, 0, &sr->tar, &sr->err);
+	if (rc >= 0 || s->n == 0)
+		return s->n;
+	/* A sample cut off at the member cap lost the member after them. */
+	if (s->n == SK_SAMPLE_MAX_MEMBERS)
+		return s->n;
+	return s->n - 1;
 }
 
 void
-sample_reader_close(struct sample_reader *sr)
+warn_too_big(const char *url, const struct sk_sample *s)
 {
-	member_free(&sr->ahead);
-	if (sr->tar != NULL)
-		sk_tar_reader_close(sr->tar);
-	sr->tar = NULL;
+	warn("%s: key %s at offset %" PRIu64 ": sample of %" PRIu64 " bytes "
+	    "is over the limit of %" PRIu64 " bytes; skipped", url, s->key,
+	    s->offset, s->bytes, SK_SAMPLE_MAX_BYTES);
+}
+
+/* ------------------------------------------------------------------------ */
+/* entries extract refuses                                                  */
+
+void
+path_split(struct path *p, const char *s)
+{
+	char *save = NULL, *tok;
+
+	p->buf = xstrdup(s);
+	p->c = xcalloc(strlen(s) / 2 + 2, sizeof *p->c);
+	p->n = 0;
+	for (tok = strtok_r(p->buf, "/", &save); tok != NULL;
+	    tok = strtok_r(NULL, "/", &save))
+		if (strcmp(tok, ".") != 0)
+			p->c[p->n++] = tok;
+}
+
+void
+path_free(struct path *p)
+{
+	free(p->buf);
+	free(p->c);
+}
+
+const char *
+path_unsafe(const char *s, const struct path *p)
+{
+	size_t i;
+
+	if (s[0] == '/')
+		return "absolute path";
+	for (i = 0; i < p->n; i++)
+		if (strcmp(p->c[i], "..") == 0)
+			return "path with a \"..\" component";
+	return NULL;
 }
 
 /*
- * Read the data of the current member. The buffer grows with the data that
- * arrives, not with the size the header claims, so a forged size in a
- * truncated shard ends in the reader's error rather than a huge malloc.
+ * A symbolic link at depth (folders under DIR) may point to target when
+ * the target is relative and all its ".." components come first and climb
+ * no higher than DIR. Lexically resolving "a/../.." would allow too much:
+ * the kernel follows a link in "a" before applying "..", so a chain of
+ * such links could climb out.
  */
-static int
-load_data(struct sample_reader *sr, struct sample_member *sm)
+static const char *
+symlink_unsafe(const char *target, size_t depth)
 {
-	size_t have = 0, cap = 0, want;
-	uint8_t *buf = NULL, *nb;
-	int64_t got;
+	struct path p;
+	const char *why = NULL;
+	size_t i, up = 0;
 
-	if (sr->want == NULL || !sr->want(sm->ext))
-		return 0;
-	for (;;) {
-		if (have == cap) {
-			want = cap == 0 ? 65536 : cap * 2;
-			if (want > sm->size)
-				want = sm->size + 1;	/* room to see the end */
-			if ((nb = realloc(buf, want)) == NULL) {
-				free(buf);
-				return sk_error_set(&sr->err, SK_ENOMEM,
-				    "%s: out of memory", sm->name);
-			}
-			buf = nb;
-			cap = want;
-		}
-		got = sk_tar_reader_read(sr->tar, buf + have, cap - have);
-		if (got < 0) {
-			free(buf);
-			return reader_failed(sr, (int)got);
-		}
-		if (got == 0)
-			break;
-		have += (size_t)got;
+	if (target[0] == '\0')
+		return "empty target";
+	if (target[0] == '/')
+		return "absolute target";
+	path_split(&p, target);
+	for (i = 0; i < p.n && why == NULL; i++) {
+		if (strcmp(p.c[i], "..") != 0)
+			continue;
+		if (i > up)
+			why = "\"..\" after a name in the target";
+		else if (++up > depth)
+			why = "target outside the folder";
 	}
-	sm->data = buf;
-	return 0;
+	path_free(&p);
+	return why;
 }
 
-/* Copy what the tar reader's member holds until its next call. */
-static void
-take_member(const struct sk_tar_member *tm, struct sample_member *sm)
+const char *
+entry_refused(const char *name, enum sk_tar_type type, const char *linkname,
+    char *why, size_t cap)
 {
-	const char *ext;
+	struct path p, t;
+	const char *bad = NULL;
 
-	sk_key_split(tm->name, &ext);
-	sm->name = xstrdup(tm->name);
-	sm->ext = sm->name + (ext - tm->name);
-	sm->size = tm->size;
-	sm->header_offset = tm->header_offset;
-	sm->data_offset = tm->data_offset;
-	sm->data = NULL;
-}
-
-/* More members than any sample has; a hostile shard with a million
- * members under one key would otherwise cost memory and O(n^2) checks. */
-#define SAMPLE_MAX_MEMBERS 1024
-
-static int
-push_member(struct sample_reader *sr, struct sample *s,
-    struct sample_member *sm)
-{
-	if (s->n == SAMPLE_MAX_MEMBERS) {
-		sr->done = 1;
-		return sk_error_set(&sr->err, SK_EFORMAT, "%s: offset %llu: "
-		    "sample %s has more than %d members",
-		    sr->url, (unsigned long long)sm->header_offset,
-		    s->key, SAMPLE_MAX_MEMBERS);
+	if (linkname == NULL)
+		linkname = "";
+	path_split(&p, name);
+	if ((bad = path_unsafe(name, &p)) != NULL)
+		snprintf(why, cap, "%s", bad);
+	else if (p.n == 0)
+		;	/* "." or "./": the folder itself */
+	else if (type == SK_TAR_SYMLINK &&
+	    (bad = symlink_unsafe(linkname, p.n - 1)) != NULL)
+		snprintf(why, cap, "symbolic link to %s: %s", linkname, bad);
+	else if (type == SK_TAR_OTHER)
+		snprintf(why, cap, "%s", bad = "not a file, folder or link");
+	else if (type == SK_TAR_HARDLINK) {
+		path_split(&t, linkname);
+		if ((bad = path_unsafe(linkname, &t)) != NULL || t.n == 0)
+			snprintf(why, cap, "hard link to %s: %s", linkname,
+			    bad = bad != NULL ? bad : "empty target");
+		path_free(&t);
 	}
-	if (s->n == s->cap) {
-		s->cap = s->cap == 0 ? 4 : s->cap * 2;
-		s->m = xrealloc(s->m, s->cap * sizeof *s->m);
-	}
-	s->m[s->n++] = *sm;
-	memset(sm, 0, sizeof *sm);
-	return load_data(sr, &s->m[s->n - 1]);
-}
-
-int
-sample_next(struct sample_reader *sr, struct sample *s)
-{
-	struct sk_tar_member tm;
-	struct sample_member sm;
-	size_t keylen;
-	const char *ext;
-	int rc;
-
-	sample_clear(s);
-	if (sr->done)
-		return 0;
-	if (!sr->have_ahead) {
-		if ((rc = sk_tar_reader_next(sr->tar, &tm)) <= 0) {
-			sr->done = 1;
-			return rc < 0 ? reader_failed(sr, rc) : 0;
-		}
-		take_member(&tm, &sr->ahead);
-	}
-	sr->have_ahead = 0;
-	keylen = sk_key_split(sr->ahead.name, &ext);
-	s->key = xmalloc(keylen + 1);
-	memcpy(s->key, sr->ahead.name, keylen);
-	s->key[keylen] = '\0';
-	if ((rc = push_member(sr, s, &sr->ahead)) < 0)
-		return rc;
-
-	for (;;) {
-		if ((rc = sk_tar_reader_next(sr->tar, &tm)) <= 0) {
-			sr->done = 1;
-			return rc < 0 ? reader_failed(sr, rc) : 1;
-		}
-		/* WebDataset: a sample is the run of members with one key. */
-		if (sk_key_split(tm.name, &ext) != keylen ||
-		    memcmp(tm.name, s->key, keylen) != 0) {
-			take_member(&tm, &sr->ahead);
-			sr->have_ahead = 1;
-			return 1;
-		}
-		take_member(&tm, &sm);
-		if ((rc = push_member(sr, s, &sm)) < 0)
-			return rc;
-	}
+	path_free(&p);
+	return bad != NULL ? why : NULL;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /*
  * shards.h - what ls, verify, index, cat and extract share: turning URL and
- * manifest arguments into a shard list, reading a shard sample by sample,
- * and option and output helpers.
+ * manifest arguments into a shard list, opening the library's sample reader,
+ * what extract refuses (verify reports the same), and output helpers.
  */
 #ifndef SHARDS_H
 #define SHARDS_H
@@ -40,55 +40,49 @@ void shards_expand(const struct cmd_entry *cmd, int argc, char **argv,
 void shards_free(struct shard_list *l);
 
 /* ------------------------------------------------------------------------ */
-/* reading tars and samples                                                        */
+/* reading samples                                                          */
 
-/* Open a tar reader on a URL: 0, or < 0 with err naming the URL. */
-int tar_open(const char *url, int flags, sk_tar_reader **r,
+/*
+ * Open the library's sample reader (sk_sample_reader) on a URL with the
+ * tar reader flags tar_flags: 0, or < 0 with err naming the URL.
+ */
+int samples_open(const char *url, int tar_flags, sk_sample_reader **r,
     struct sk_error *err);
 /*
- * Copy the data of the current member to fd. < 0 when the reader failed
- * (sk_errmsg(r) says why) or, with *write_errno set, when a write failed.
+ * How many of s's members were read whole, given what
+ * sk_sample_reader_next() returned: all of them, or after a failure (rc < 0)
+ * those before the damaged member, which the reader keeps in s last.
  */
-int copy_member(sk_tar_reader *r, int fd, int *write_errno);
+size_t sample_whole(const struct sk_sample *s, int rc);
+/* Warn that a sample over SK_SAMPLE_MAX_BYTES was skipped, naming its URL,
+ * key, offset and size. */
+void warn_too_big(const char *url, const struct sk_sample *s);
 
-struct sample_member {
-	char *name;
-	const char *ext;	/* points into name */
-	uint64_t size;
-	uint64_t header_offset;
-	uint64_t data_offset;
-	uint8_t *data;		/* size bytes when loaded, else NULL */
+/* ------------------------------------------------------------------------ */
+/* entries extract refuses                                                  */
+
+/* A member path cut into its components, "." and empty ones dropped. */
+struct path {
+	char *buf;
+	char **c;
+	size_t n;
 };
 
-/* The members that share a key and sit next to each other in the tar. */
-struct sample {
-	char *key;
-	struct sample_member *m;
-	size_t n, cap;
-};
+void path_split(struct path *p, const char *s);
+void path_free(struct path *p);
+/* A name inside the folder: relative, without "..". NULL if so, else why
+ * not. */
+const char *path_unsafe(const char *s, const struct path *p);
 
-struct sample_reader {
-	sk_tar_reader *tar;
-	const char *url;		/* the caller's, for messages */
-	/* Load the data of members whose extension this accepts; NULL
-	 * loads nothing. */
-	int (*want)(const char *ext);
-	struct sample_member ahead;	/* first member of the next sample */
-	int have_ahead;
-	int done;
-	struct sk_error err;
-};
-
-/* 0, or < 0 with sr->err.msg naming the URL. */
-int sample_reader_open(struct sample_reader *sr, const char *url,
-    int (*want)(const char *ext));
 /*
- * 1 and the next sample, 0 at the end, or < 0 with sr->err.msg naming the
- * URL and offset. On failure s keeps the members read before the damage.
+ * Why extract refuses the tar entry (name, type, linkname) whatever the
+ * folder holds, in why (cap bytes), or NULL when it does not: an absolute
+ * name or a ".." component, a device or FIFO, a symbolic link whose target
+ * could leave the folder, a hard link to an unsafe or empty target. verify
+ * reports the same entries, so the two agree.
  */
-int sample_next(struct sample_reader *sr, struct sample *s);
-void sample_reader_close(struct sample_reader *sr);
-void sample_free(struct sample *s);
+const char *entry_refused(const char *name, enum sk_tar_type type,
+    const char *linkname, char *why, size_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* output                                                                   */
