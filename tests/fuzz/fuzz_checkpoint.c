@@ -10,39 +10,23 @@
  * Seeds: tests/fuzz/seeds.sh DIR checkpoint (real checkpoints of tiny
  * runs), then: tests/fuzz/fuzz_checkpoint -max_len=65536 corpus/ DIR
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* memfd_create */
-#endif
-
-#include <sys/mman.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ckpt_file.h"
+#include "memfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* One memfd per process, rewritten for each input. */
-static int fd = -1;
-static char path[64];
+static const char *path;	/* the input, as a file */
 
 static void
 load(const uint8_t *data, size_t size)
 {
 	uint8_t *copy = NULL;
-	size_t off = 0;
-	ssize_t n;
 
-	if (fd < 0) {
-		if ((fd = memfd_create("fuzz_checkpoint", MFD_CLOEXEC)) < 0) {
-			perror("memfd_create");
-			abort();
-		}
-		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	}
 	if (size % 2 == 0 && size >= 8) {
 		/* FNV-1a 64 of all but the last 8 bytes, as the writer puts */
 		uint64_t h = 0xcbf29ce484222325ULL;
@@ -56,13 +40,7 @@ load(const uint8_t *data, size_t size)
 		memcpy(copy + size - 8, &h, 8);
 		data = copy;
 	}
-	if (ftruncate(fd, 0) != 0)
-		abort();
-	while (off < size) {
-		if ((n = pwrite(fd, data + off, size - off, (off_t)off)) <= 0)
-			abort();
-		off += (size_t)n;
-	}
+	path = memfile_load(data, size);
 	free(copy);
 }
 

@@ -9,47 +9,17 @@
  * Seeds: tests/fuzz/seeds.sh DIR manifest writes a few, then run
  *	tests/fuzz/fuzz_manifest -max_len=65536 corpus/ DIR
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* memfd_create */
-#endif
-
-#include <sys/mman.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shardkit.h"
+#include "memfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* One memfd per process, rewritten for each input. The path has a folder,
- * so relative shard URLs resolve against it. */
-static int fd = -1;
-static char path[64];
-
-static void
-load(const uint8_t *data, size_t size)
-{
-	size_t off = 0;
-	ssize_t n;
-
-	if (fd < 0) {
-		if ((fd = memfd_create("fuzz_manifest", MFD_CLOEXEC)) < 0) {
-			perror("memfd_create");
-			abort();
-		}
-		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	}
-	if (ftruncate(fd, 0) != 0)
-		abort();
-	while (off < size) {
-		if ((n = pwrite(fd, data + off, size - off, (off_t)off)) <= 0)
-			abort();
-		off += (size_t)n;
-	}
-}
+static const char *path;	/* the input, as a file */
 
 static int
 cmp_str(const void *a, const void *b)
@@ -118,7 +88,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct sk_error err = { 0 };
 	int rc;
 
-	load(data, size);
+	path = memfile_load(data, size);
 	rc = sk_manifest_read(path, &m, &err);
 	if (rc == 0)
 		check(&m);

@@ -8,47 +8,18 @@
  * Built by ./configure --enable-fuzzing CC=clang; seeds: tests/fuzz/seeds.sh
  * DIR samples.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* memfd_create */
-#endif
-
-#include <sys/mman.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shardkit.h"
+#include "memfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-/* One memfd per process, rewritten for each input. */
-static int fd = -1;
-static char url[64];
-
-static void
-load(const uint8_t *data, size_t size)
-{
-	size_t off = 0;
-	ssize_t n;
-
-	if (fd < 0) {
-		if ((fd = memfd_create("fuzz_samples", MFD_CLOEXEC)) < 0) {
-			perror("memfd_create");
-			abort();
-		}
-		snprintf(url, sizeof url, "/proc/self/fd/%d", fd);
-	}
-	if (ftruncate(fd, 0) != 0)
-		abort();
-	while (off < size) {
-		if ((n = pwrite(fd, data + off, size - off, (off_t)off)) <= 0)
-			abort();
-		off += (size_t)n;
-	}
-}
+static const char *url;	/* the input, as a file */
 
 static int
 want_odd(const char *ext, void *arg)
@@ -151,7 +122,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	load(data, size);
+	url = memfile_load(data, size);
 	samples(0, 0);
 	samples(SK_TAR_ALL_ENTRIES, 1000);
 	stream();

@@ -12,47 +12,17 @@
  * and run: tests/fuzz/fuzz_tar -max_len=65536 corpus/ seeds/
  * (the CI script passes such a directory of GNU tar made seeds).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* memfd_create */
-#endif
-
-#include <sys/mman.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shardkit.h"
+#include "memfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* One memfd per process, rewritten for each input. */
-static int fd = -1;
-static char url[64];
-
-static int
-load(const uint8_t *data, size_t size)
-{
-	size_t off = 0;
-	ssize_t n;
-
-	if (fd < 0) {
-		if ((fd = memfd_create("fuzz_tar", MFD_CLOEXEC)) < 0) {
-			perror("memfd_create");
-			abort();
-		}
-		snprintf(url, sizeof url, "/proc/self/fd/%d", fd);
-	}
-	if (ftruncate(fd, 0) != 0)
-		abort();
-	while (off < size) {
-		if ((n = pwrite(fd, data + off, size - off, (off_t)off)) <= 0)
-			abort();
-		off += (size_t)n;
-	}
-	return (0);
-}
+static const char *url;	/* the input, as a file */
 
 static void
 run(int flags)
@@ -100,7 +70,7 @@ run(int flags)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	load(data, size);
+	url = memfile_load(data, size);
 	run(0);
 	run(SK_TAR_ALL_ENTRIES);
 	return (0);

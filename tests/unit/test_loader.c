@@ -489,6 +489,24 @@ TEST(loader_strict_fails_on_a_bad_sample)
 	sk_loader_close(l);
 }
 
+/* A strict run fails, with a message that holds both words. */
+static void
+strict_fails(const struct sk_loader_config *c, const char *w1,
+    const char *w2)
+{
+	sk_loader *l;
+	struct sk_batch b;
+	int rc;
+
+	CHECK_OK(sk_loader_open(&l, c), l);
+	while ((rc = sk_loader_next(l, &b)) > 0)
+		sk_loader_release(l, &b);
+	CHECK(rc < 0);
+	CHECK_CONTAINS(sk_errmsg(l), w1);
+	CHECK_CONTAINS(sk_errmsg(l), w2);
+	sk_loader_close(l);
+}
+
 TEST(loader_truncated_shard_counts_the_lost_samples)
 {
 	struct sk_loader_config c;
@@ -515,19 +533,7 @@ TEST(loader_truncated_shard_counts_the_lost_samples)
 	/* Strict: fatal, naming the shard and the offset. */
 	small_config(&c, 5);
 	c.strict = 1;
-	{
-		sk_loader *l;
-		struct sk_batch b;
-		int rc;
-
-		CHECK_OK(sk_loader_open(&l, &c), l);
-		while ((rc = sk_loader_next(l, &b)) > 0)
-			sk_loader_release(l, &b);
-		CHECK(rc < 0);
-		CHECK_CONTAINS(sk_errmsg(l), "s-000001.tar");
-		CHECK_CONTAINS(sk_errmsg(l), "offset");
-		sk_loader_close(l);
-	}
+	strict_fails(&c, "s-000001.tar", "offset");
 }
 
 TEST(loader_missing_shard_is_an_error)
@@ -723,19 +729,7 @@ TEST(loader_stale_manifest_is_reported)
 	CHECK_EQ_INT((int)r.st.mismatched_shards, 1);
 	free(r.text);
 	c.strict = 1;
-	{
-		sk_loader *l;
-		struct sk_batch b;
-		int rc;
-
-		CHECK_OK(sk_loader_open(&l, &c), l);
-		while ((rc = sk_loader_next(l, &b)) > 0)
-			sk_loader_release(l, &b);
-		CHECK(rc < 0);
-		CHECK_CONTAINS(sk_errmsg(l), "s-000001.tar");
-		CHECK_CONTAINS(sk_errmsg(l), "manifest");
-		sk_loader_close(l);
-	}
+	strict_fails(&c, "s-000001.tar", "manifest");
 }
 
 /* Samples over the byte limit are skipped as too big, unread, and the
