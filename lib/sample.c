@@ -258,13 +258,19 @@ tar_damage(struct sk_sample_reader *r, struct sk_sample *s, size_t keylen,
 	if (tm->name != NULL && s->key != NULL &&
 	    sk_key_split(tm->name, &ext) == keylen &&
 	    memcmp(tm->name, s->key, keylen) == 0) {
-		if (take(r, tm, &m) != 0 || push(r, s, &m, NULL, NULL) < 0)
+		/* Its claimed size is a lie: it must not make the sample
+		 * too_big and cost the members read whole before it. */
+		if (take(r, tm, &m) != 0)
+			return r->h.err.code;
+		m.size = 0;
+		if (push(r, s, &m, NULL, NULL) < 0)
 			return r->h.err.code;
 		return tar_failed(r, rc);
 	}
 	if (tm->name != NULL) {
 		if (take(r, tm, &r->ahead) != 0)
 			return r->h.err.code;
+		r->ahead.size = 0;	/* the claim was a lie */
 		r->have_ahead = 1;
 	}
 	if (s->key == NULL) {

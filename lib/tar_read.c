@@ -299,6 +299,10 @@ sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m)
 	if ((rc = sk__check(&r->h, SK__MAGIC_TAR_READER, __func__)) != 0)
 		return rc;
 	for (;;) {
+		/* A skipped entry's strings die with the next header: a
+		 * failure must not leave them in m (only a member refused for
+		 * its size is left there, by size_check). */
+		memset(m, 0, sizeof *m);
 		rc = archive_read_next_header(r->a, &e);
 		if (rc == ARCHIVE_EOF)
 			return end_check(r);

@@ -124,6 +124,7 @@ struct shardinfo {
 	uint64_t nsamples;
 	uint64_t filesize;	/* the manifest's, 0 when unknown */
 	int mismatch;		/* the shard disagrees with the manifest */
+	int tail_read;		/* count_extra has read past its count */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -684,11 +685,19 @@ count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
 	uint64_t extra = 0;
 	int rc;
 
+	/* Once per shard, not once per epoch. */
+	if (__atomic_exchange_n(&sh->tail_read, 1, __ATOMIC_RELAXED))
+		return;
 	while (!stopping(l) && (rc = sk_sample_reader_next(r, s, NULL,
 	    NULL)) > 0)
 		extra++;
 	if (stopping(l))
 		return;
+	if (rc < 0 && l->cfg.strict) {
+		fail(l, rc, "%s; after the %" PRIu64 " samples the manifest "
+		    "counts", sk_errmsg(r), sh->nsamples);
+		return;
+	}
 	if (rc < 0)
 		sk_log(SK_LOG_WARN, "%s; after the %" PRIu64 " samples the "
 		    "manifest counts", sk_errmsg(r), sh->nsamples);
@@ -770,8 +779,12 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
 		    want_member : NULL, NULL);
 		if (rc < 0)
 			goto damaged;
-		if (rc == 0)
+		if (rc == 0) {
+			/* The shard ended early: the tail reports it. */
+			lsample_free(cur);
+			cur = NULL;
 			break;
+		}
 		if (!have_start) {
 			start_off = smp.offset;
 			have_start = 1;
@@ -831,10 +844,17 @@ out:
 	}
 	count_bytes(l, start_off, &counted, end_off);
 	if (!stopping(l) && idx < last) {
-		if (errbuf[0] == '\0')
+		/* A clean end before the planned count: the manifest (or the
+		 * count taken at open) is stale. */
+		if (errbuf[0] == '\0') {
+			if (!__atomic_exchange_n(&l->shards[it->shard].mismatch,
+			    1, __ATOMIC_RELAXED))
+				__atomic_fetch_add(&l->mismatched, 1,
+				    __ATOMIC_RELAXED);
 			sk_log(SK_LOG_WARN, "%s: %" PRIu64 " samples, but the "
 			    "plan (manifest) counts more; the missing ones "
 			    "are counted as damaged", url, idx);
+		}
 		if (idx < it->first)
 			idx = it->first;
 		for (; idx < last && !stopping(l); idx++) {

@@ -169,7 +169,9 @@ int
 ckpt_file_open(struct ckpt_file *f, const char *path, char *err,
     size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO planted in the folder must not block rank 0
+	 * (and so every rank) in open; openfd refuses what is not a file. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
 	if (fd < 0) {
 		memset(f, 0, sizeof *f);

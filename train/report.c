@@ -1125,6 +1125,7 @@ find_gnuplot(void)
 {
 	const char *path = getenv("PATH"), *p, *e;
 	char *cand, *abs;
+	struct stat st;
 	size_t len;
 
 	if (path == NULL || *path == '\0')
@@ -1134,10 +1135,13 @@ find_gnuplot(void)
 		len = e != NULL ? (size_t)(e - p) : strlen(p);
 		if ((cand = malloc(len + sizeof "/gnuplot" + 1)) == NULL)
 			return NULL;
-		/* An empty element is the current folder (POSIX). */
+		/* Only absolute folders: an empty or relative element would
+		 * run whatever the current folder (perhaps extracted data)
+		 * holds under that name. */
 		snprintf(cand, len + sizeof "/gnuplot" + 1, "%.*s/gnuplot",
-		    len > 0 ? (int)len : 1, len > 0 ? p : ".");
-		if (access(cand, X_OK) == 0) {
+		    (int)len, p);
+		if (len > 0 && p[0] == '/' && stat(cand, &st) == 0 &&
+		    S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
 			abs = realpath(cand, NULL);
 			free(cand);
 			return abs;

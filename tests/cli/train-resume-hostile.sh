@@ -134,6 +134,15 @@ damaged step "damaged"
 printf 'SKCKPT1\n' | dd of="$CK" conv=notrunc status=none
 damaged old "older shardtrain"
 
+say "(c) a FIFO named like the newest checkpoint is refused, not waited on"
+mkdir -p "$T/ckf"
+cp "$T/good.ckpt" "$T/ckf/step-00000004.ckpt"
+mkfifo "$T/ckf/step-00000009.ckpt"
+run_rc 1 fifo timeout -k 5 60 "$SHARDTRAIN" "${common[@]}" "${data[@]}" \
+    --steps 6 --checkpoint-dir "$T/ckf" --resume
+has fifo.err "step-00000009.ckpt"
+rm -f "$T/ckf/step-00000009.ckpt"
+
 say "(e) a symlink at a writer's old temporary name is not written through"
 printf 'precious\n' >"$T/victim"
 mkdir -p "$T/ck2"

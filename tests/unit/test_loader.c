@@ -710,6 +710,14 @@ TEST(loader_stale_manifest_is_reported)
 	CHECK_EQ_INT((int)r.st.skipped_total, 0);
 	free(r.text);
 
+	/* Over two epochs the extra sample is counted once. */
+	c.epochs = 2;
+	run_loader(&c, &r);
+	CHECK_EQ_INT(r.samples, 10);
+	CHECK_EQ_INT((int)r.st.unplanned, 1);
+	CHECK_EQ_INT((int)r.st.mismatched_shards, 1);
+	free(r.text);
+
 	make_shards(2, 3, NULL);
 	edit_manifest(1, 4, 1);
 	small_config(&c, 1);
@@ -717,6 +725,7 @@ TEST(loader_stale_manifest_is_reported)
 	run_loader(&c, &r);
 	CHECK_EQ_INT(r.samples, 6);
 	CHECK_EQ_INT((int)r.st.skipped[SK_SKIP_DAMAGED], 1);
+	CHECK_EQ_INT((int)r.st.mismatched_shards, 1);
 	free(r.text);
 
 	/* A size other than the file's: reported; fatal with strict. */
@@ -747,4 +756,51 @@ TEST(loader_sample_over_the_byte_limit_is_skipped)
 	CHECK_EQ_INT(r.samples, 0);
 	CHECK_EQ_INT((int)r.st.skipped[SK_SKIP_TOO_BIG], 4);
 	free(r.text);
+}
+
+/*
+ * A folder entry (skipped by the readers) and then a header that is cut
+ * off: the sample before it comes back whole and cut, then the damage,
+ * and no sample is made of the skipped entry's freed name.
+ */
+TEST(sample_reader_damage_after_a_skipped_entry)
+{
+	struct sk_sample smp;
+	sk_sample_reader *r;
+	sk_source *src;
+	size_t len;
+	uint8_t *data;
+
+	memset(&smp, 0, sizeof smp);
+	t_system("cd '%s' && python3 - <<'PY'\n"
+	    "import io, tarfile\n"
+	    "with tarfile.open('d.tar', 'w', format=tarfile.USTAR_FORMAT) as tf:\n"
+	    "    for n, d in (('a.jpg', b'x' * 700), ('a.cls', b'1')):\n"
+	    "        ti = tarfile.TarInfo(n)\n"
+	    "        ti.size = len(d)\n"
+	    "        tf.addfile(ti, io.BytesIO(d))\n"
+	    "    ti = tarfile.TarInfo('d')\n"
+	    "    ti.type = tarfile.DIRTYPE\n"
+	    "    tf.addfile(ti)\n"
+	    "    ti = tarfile.TarInfo('b.cls')\n"
+	    "    ti.size = 1\n"
+	    "    tf.addfile(ti, io.BytesIO(b'2'))\n"
+	    "PY", t_tmpdir());
+	/* Cut inside b.cls's header: after a.jpg (512 + 1024), a.cls
+	 * (1024) and d/ (512). */
+	data = t_read_file("d.tar", &len);
+	CHECK(len > 3072 + 100);
+	t_write_file("d.tar", data, 3072 + 100);
+	free(data);
+	CHECK_OK(sk_source_open(&src, t_path("d.tar")), src);
+	CHECK_OK(sk_sample_reader_open(&r, src, NULL), r);
+	CHECK_EQ_INT(sk_sample_reader_next(r, &smp, NULL, NULL), 1);
+	CHECK_EQ_STR(smp.key, "a");
+	CHECK_EQ_INT((int)smp.n, 2);
+	CHECK(smp.cut);
+	CHECK(sk_sample_reader_next(r, &smp, NULL, NULL) < 0);
+	CHECK_EQ_INT((int)smp.n, 0);
+	CHECK_CONTAINS(sk_errmsg(r), "d.tar");
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
 }
