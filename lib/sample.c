@@ -287,7 +287,7 @@ int
 sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
     sk_sample_want_fn *want, void *arg)
 {
-	struct sk_tar_member tm;
+	struct sk_tar_member tm = { 0 };	/* cleared per header */
 	struct sk_sample_member m;
 	const char *ext;
 	size_t keylen = 0;
@@ -307,7 +307,6 @@ sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
 	if (r->done)
 		return 0;
 	if (!r->have_ahead) {
-		memset(&tm, 0, sizeof tm);
 		if ((rc = sk_tar_reader_next(r->tar, &tm)) < 0)
 			return tar_damage(r, s, 0, &tm, rc);
 		if (rc == 0) {
@@ -321,7 +320,6 @@ sk_sample_reader_next(sk_sample_reader *r, struct sk_sample *s,
 		return rc;
 
 	for (;;) {
-		memset(&tm, 0, sizeof tm);
 		if ((rc = sk_tar_reader_next(r->tar, &tm)) < 0)
 			return tar_damage(r, s, keylen, &tm, rc);
 		if (rc == 0) {

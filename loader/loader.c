@@ -792,8 +792,9 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
 		end_off = smp.end;
 		if (cur == NULL)
 			continue;
-		if ((cur->key = sk__strdup(smp.key)) == NULL)
-			goto nomem;
+		/* The reader's key becomes the sample's. */
+		cur->key = smp.key;
+		smp.key = NULL;
 		take_sample(l, cur, &smp);
 		/* Count the bytes before the sample can reach a batch, so
 		 * stats taken then include them. */
