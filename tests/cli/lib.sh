@@ -243,6 +243,28 @@ synth_imagenet() {
 # components it has dlclose'd by exit, two frames deep with the fast
 # unwinder: the slow one reaches the libraries the suppressions name.
 MPI=()
+# fake_decompressors: $T/fakebin holds a script under the name of every
+# decompressor libarchive knows; each records its call in $T/exec-mark.
+# Put $T/fakebin first in PATH to catch a tool that runs one.
+fake_decompressors() {
+	local p
+	mkdir -p "$T/fakebin"
+	for p in lrzip lzop grzip lzip lz4 xz bzip2 gzip zstd compress \
+	    uncompress; do
+		printf '#!/bin/sh\necho "$0 $*" >>"%s"\nexit 1\n' \
+		    "$T/exec-mark" >"$T/fakebin/$p"
+		chmod 755 "$T/fakebin/$p"
+	done
+}
+
+# no_decompressor_ran WHAT: fail if a fake decompressor left its mark.
+no_decompressor_ran() {
+	if [ -e "$T/exec-mark" ]; then
+		cat "$T/exec-mark" >&2
+		fail "$1: a decompressor was run"
+	fi
+}
+
 MPI_WHY=
 mpi_launcher() {
 	MPI=()
