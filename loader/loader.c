@@ -639,6 +639,17 @@ take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
 	}
 }
 
+/* Count sh as a shard that disagrees with the manifest, once; 1 the first
+ * time. */
+static int
+mark_mismatch(sk_loader *l, struct shardinfo *sh)
+{
+	if (__atomic_exchange_n(&sh->mismatch, 1, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_fetch_add(&l->mismatched, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
 /*
  * Manifest truth, checked once per shard by the rank that reads its first
  * sample: a size other than the manifest's means the manifest is stale,
@@ -653,9 +664,8 @@ check_filesize(sk_loader *l, const struct item *it, sk_source *src)
 
 	if (it->first != 0 || sh->filesize == 0 ||
 	    sk_source_size(src, &size) != 0 || size == sh->filesize ||
-	    __atomic_exchange_n(&sh->mismatch, 1, __ATOMIC_RELAXED))
+	    !mark_mismatch(l, sh))
 		return;
-	__atomic_fetch_add(&l->mismatched, 1, __ATOMIC_RELAXED);
 	if (size < sh->filesize)
 		snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": the file "
 		    "ends here, but the manifest says it has %" PRIu64
@@ -704,8 +714,7 @@ count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
 	if (extra == 0)
 		return;
 	__atomic_fetch_add(&l->unplanned, extra, __ATOMIC_RELAXED);
-	if (!__atomic_exchange_n(&sh->mismatch, 1, __ATOMIC_RELAXED))
-		__atomic_fetch_add(&l->mismatched, 1, __ATOMIC_RELAXED);
+	mark_mismatch(l, sh);
 	if (l->cfg.strict) {
 		fail(l, SK_EFORMAT, "%s: %" PRIu64 " samples after the %"
 		    PRIu64 " the manifest counts: the manifest is stale",
@@ -848,10 +857,7 @@ out:
 		/* A clean end before the planned count: the manifest (or the
 		 * count taken at open) is stale. */
 		if (errbuf[0] == '\0') {
-			if (!__atomic_exchange_n(&l->shards[it->shard].mismatch,
-			    1, __ATOMIC_RELAXED))
-				__atomic_fetch_add(&l->mismatched, 1,
-				    __ATOMIC_RELAXED);
+			mark_mismatch(l, &l->shards[it->shard]);
 			sk_log(SK_LOG_WARN, "%s: %" PRIu64 " samples, but the "
 			    "plan (manifest) counts more; the missing ones "
 			    "are counted as damaged", url, idx);
