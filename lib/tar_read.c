@@ -30,6 +30,7 @@ struct sk_tar_reader {
 	uint64_t member_offset;	/* header offset of the current member */
 	uint64_t data_offset;	/* of the current member */
 	uint64_t data_read;	/* of the current member, so far */
+	uint64_t data_size;	/* of the current member, as its header says */
 	uint64_t skipped;
 };
 
@@ -326,6 +327,7 @@ sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m)
 		r->data_offset = m->data_offset;
 		r->member_offset = m->header_offset;
 		r->data_read = 0;
+		r->data_size = m->size;
 		if ((rc = size_check(r, m)) != 0)
 			return rc;
 		r->next_header = m->data_offset + ((m->size + 511) & ~511ULL);
@@ -350,6 +352,16 @@ sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n)
 		    r->src->url,
 		    (unsigned long long)(r->data_offset + r->data_read),
 		    AERR(r->a));
+	/* libarchive may end a member early without an error (a garbage
+	 * old-GNU sparse map in a plain file's header): callers are owed
+	 * the size the header gave, or damage. */
+	if (got == 0 && n > 0 && r->data_read < r->data_size)
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: the "
+		    "member at offset %llu ends after %llu of its %llu bytes",
+		    r->src->url, (unsigned long long)(r->data_offset +
+		    r->data_read), (unsigned long long)r->member_offset,
+		    (unsigned long long)r->data_read,
+		    (unsigned long long)r->data_size);
 	r->data_read += (uint64_t)got;
 	return got;
 }

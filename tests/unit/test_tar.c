@@ -1113,6 +1113,25 @@ write_liar(const char *path, const char *claim)
 	return n;
 }
 
+/*
+ * A plain file's GNU header with a garbage old-sparse map: libarchive
+ * ends the data early without an error. The reader owes the size the
+ * header gave, so that is damage (found by fuzz_tar).
+ */
+TEST(tar_read_short_member_data)
+{
+	t_system("cd '%s' && printf 1 > a.cls && "
+	    "tar --format=gnu -cf g.tar a.cls && python3 - <<'PY'\n"
+	    "h = bytearray(open('g.tar', 'rb').read())\n"
+	    "h[386:398] = b'00000000000\\0'   # sparse[0].offset\n"
+	    "h[398:410] = b'00000000000\\0'   # sparse[0].numbytes\n"
+	    "h[148:156] = b' ' * 8\n"
+	    "h[148:156] = b'%%06o\\0 ' %% sum(h[:512])\n"
+	    "open('g.tar', 'wb').write(h)\n"
+	    "PY", t_tmpdir());
+	expect_damage(__LINE__, t_path("g.tar"), 1);
+}
+
 TEST(tar_read_size_lie)
 {
 	char msg[SK_ERRMSG_MAX], want[200];
