@@ -41,8 +41,8 @@ const struct cli_option cli_loader_data[] = {
 
 const struct cli_option cli_loader_pipeline[] = {
 	OPT("workers", CLI_L_WORKERS, CLI_INT, "N",
-	    "decode threads (the CPUs of this rank: all of them, shared\n"
-	    "among the ranks on a node under mpirun or srun)", 1, 1024),
+	    "decode threads (this rank's CPUs; under mpirun\n"
+	    "or srun, shared among the node's ranks)", 1, 1024),
 	OPT("io-streams", CLI_L_IO_STREAMS, CLI_INT, "N",
 	    "shards read at once (2)", 1, 256),
 	OPT("prefetch", CLI_L_PREFETCH, CLI_SIZE, "SIZE",
@@ -62,7 +62,7 @@ const struct cli_option cli_loader_augment[] = {
 	{ "ratio", 0, CLI_L_RATIO, CLI_LIST, "A,B",
 	    "random-resized aspect range (0.75,1.3333)", 0, 0, NULL, 2 },
 	OPT("resize", CLI_L_RESIZE, CLI_INT, "N",
-	    "center: the short side before the crop (image size x 8/7)", 1,
+	    "center: the short side before the crop\n(image size x 8/7)", 1,
 	    65536),
 	OPT("flip", CLI_L_FLIP, CLI_FLAG, NULL,
 	    "random horizontal flip (on)", 0, 0),
@@ -96,9 +96,9 @@ const struct cli_option cli_loader_ranks[] = {
 	    "left out (drop), or in short batches (keep)", 0, 0, remainders,
 	    0 },
 	OPT("rank", CLI_L_RANK, CLI_INT, "N",
-	    "this rank (0; under mpirun or srun, the launcher's)", 0, 1 << 20),
+	    "this rank (0; under mpirun/srun, the launcher's)", 0, 1 << 20),
 	OPT("world", CLI_L_WORLD, CLI_INT, "N",
-	    "ranks in all (1; under mpirun or srun, the launcher's)", 1,
+	    "ranks in all (1; under mpirun/srun, the launcher's)", 1,
 	    1 << 20),
 	END
 };

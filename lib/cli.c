@@ -606,7 +606,9 @@ cli_dispatch(const char *tool, const char *about,
 	cli_init(tool);
 	if (argc < 2 && dflt == NULL) {
 		if (!silent)
-			tool_help(stderr, tool, about, table);
+			fprintf(stderr, "%s: no command given\nusage: %s [-h|-V] "
+			    "COMMAND [ARGS]\nTry '%s --help' for more.\n",
+			    tool, tool, tool);
 		cli_exit(CLI_EXIT_USAGE);
 	}
 	name = argc >= 2 ? argv[1] : "-";
@@ -639,10 +641,15 @@ cli_dispatch(const char *tool, const char *about,
 		}
 		if (found == NULL || ambiguous) {
 			if (!silent) {
-				fprintf(stderr, "%s: %s: %s command\n", tool,
-				    name, ambiguous ? "ambiguous" :
-				    "unknown");
-				tool_help(stderr, tool, about, table);
+				fprintf(stderr, "%s: %s: %s command (", tool,
+				    name, ambiguous ? "an ambiguous" :
+				    "not a");
+				for (c = table; *c != NULL; c++)
+					fprintf(stderr, "%s%s", c == table ?
+					    "" : ", ", (*c)->name);
+				fprintf(stderr, ")\nusage: %s [-h|-V] "
+				    "COMMAND [ARGS]\nTry '%s --help' for "
+				    "more.\n", tool, tool);
 			}
 			cli_exit(CLI_EXIT_USAGE);
 		}
@@ -958,9 +965,15 @@ cli_json_uint(struct cli_json *j, const char *key, uint64_t v)
 void
 cli_json_real(struct cli_json *j, const char *key, double v)
 {
+	char buf[32];
+
 	member(j, key);
+	/* The shortest digits that read back as the same double. */
+	snprintf(buf, sizeof buf, "%.15g", v);
+	if (strtod(buf, NULL) != v)
+		snprintf(buf, sizeof buf, "%.17g", v);
 	if (isfinite(v))
-		fprintf(j->f, "%.17g", v);
+		fputs(buf, j->f);
 	else
 		fputs("null", j->f);
 }
