@@ -4,515 +4,148 @@
  * grid (or a NumPy array) to look at, `keys` prints what every batch holds.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "shardkit.h"
+#include "cli.h"
 
-#define EXIT_USAGE 2
-
-static const char *progname = "shardload";
-static const char *cmdname;
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
-    noreturn));
-static void usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-
-/* "shardload CMD: message" on stderr. */
-static void
-vmsg(const char *fmt, va_list ap)
-{
-	fprintf(stderr, "%s%s%s: ", progname, cmdname ? " " : "",
-	    cmdname ? cmdname : "");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-static void
-die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vmsg(fmt, ap);
-	va_end(ap);
-	exit(1);
-}
-
-static const char usage_text[] =
-"usage: shardload bench URL|MANIFEST [options]\n"
-"       shardload dump URL|MANIFEST --out FILE.png|FILE.npy [options]\n"
-"       shardload keys URL|MANIFEST [options]\n";
-
-static void
-usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vmsg(fmt, ap);
-	va_end(ap);
-	fputs(usage_text, stderr);
-	exit(EXIT_USAGE);
-}
-
-static const char help_text[] =
-"usage: shardload bench URL|MANIFEST [options]\n"
-"       shardload dump URL|MANIFEST --out FILE.png|FILE.npy [options]\n"
-"       shardload keys URL|MANIFEST [options]\n"
-"\n"
+static const char about[] =
 "Stream WebDataset shards through the shardkit loader: read, shuffle,\n"
 "decode, augment and batch, with no model. A source ending in .json is a\n"
 "manifest (sample counts come from it); anything else is a shard pattern\n"
 "such as 'data/train-{000000..000146}.tar' (every shard's headers are\n"
-"read once to count its samples).\n"
-"\n"
-"commands:\n"
-"  bench         run the pipeline; print images/s, MB/s, the time each\n"
-"                stage was busy and waiting, and the stage that bounds it\n"
-"  dump          write the first batch as a labelled grid (.png) or as a\n"
-"                NumPy array (.npy, the batch's dtype and layout); its keys\n"
-"                and labels go to stdout\n"
-"  keys          print one line per sample: epoch, batch, index, key,\n"
-"                label (and more with --checksum, --boxes)\n"
-"\n"
-"pipeline:\n"
-"      --batch N          samples per batch (256)\n"
-"      --epoch N          the first epoch (0)\n"
-"      --epochs N         epochs to stream (1)\n"
-"      --seed N           shuffle and augmentation seed (0)\n"
-"      --rank N           this rank (0; under mpirun, from the launcher)\n"
-"      --world N          ranks in all (1; under mpirun, from the launcher)\n"
-"      --workers N        decode workers (the number of CPUs)\n"
-"      --io-streams N     shards read at once (2)\n"
-"      --prefetch SIZE    bytes read ahead of the shuffle buffer (64M)\n"
-"      --shuffle N        shuffle buffer in samples (0: shard order only)\n"
-"      --ring N           batch slots (at least 3)\n"
-"      --remainder drop|keep\n"
-"                         samples that do not fill a batch on every rank:\n"
-"                         left out (drop), or in short batches (keep)\n"
-"      --resume-batch N   start the first epoch at batch N\n"
-"      --strict           a bad sample or damaged shard is fatal\n"
-"      --max-pixels N     skip images with more pixels (100000000)\n"
-"      --no-decode        read and split shards only, no pixels\n"
-"      --device N         copy batches to CUDA device N\n"
-"\n"
-"augmentation and output:\n"
-"      --image-size N     output height and width (224)\n"
-"      --crop random-resized|center|none\n"
-"                         the crop (random-resized)\n"
-"      --scale A,B        random-resized area fraction (0.08,1)\n"
-"      --ratio A,B        random-resized aspect range (0.75,1.3333)\n"
-"      --resize N         center: the short side before the crop\n"
-"                         (image size * 8/7)\n"
-"      --flip, --no-flip  random horizontal flip (on)\n"
-"      --dtype u8|f32|bf16|f16\n"
-"                         pixel type (u8; floats are normalized)\n"
-"      --layout nhwc|nchw pixel layout (nhwc)\n"
-"      --mean A,B,C       float outputs: (v/255 - mean) / std\n"
-"      --std A,B,C        (ImageNet's mean and std)\n"
-"\n"
-"bench:\n"
-"      --limit-batches N  stop after N batches\n"
-"      --json FILE        write the results as JSON (- for stdout)\n"
-"      --quiet            no progress lines\n"
-"dump:\n"
-"  -o, --out FILE         the .png grid or .npy array to write\n"
-"      --columns N        grid columns (square-ish by default)\n"
-"keys:\n"
-"      --checksum         add a 64-bit FNV-1a hash of each image's bytes\n"
-"      --boxes            add the source size, crop box and flip\n"
-"      --limit-batches N  stop after N batches\n"
-"\n"
-"  -h, --help             this help\n"
-"  -V, --version          the version\n"
-"\n"
-"Exit status: 0 on success, 1 on a run-time error, 2 on a usage error.\n";
+"read once to count its samples).\n";
 
 /* ------------------------------------------------------------------------ */
 /* options                                                                  */
 
-enum {
-	O_BATCH = 256, O_EPOCH, O_EPOCHS, O_SEED, O_RANK, O_WORLD, O_WORKERS,
-	O_IO, O_PREFETCH, O_SHUFFLE, O_RING, O_REMAINDER, O_RESUME, O_STRICT,
-	O_MAXPIX, O_NODECODE, O_DEVICE, O_SIZE, O_CROP, O_SCALE, O_RATIO,
-	O_RESIZE, O_FLIP, O_NOFLIP, O_DTYPE, O_LAYOUT, O_MEAN, O_STD,
-	O_LIMIT, O_JSON, O_QUIET, O_COLUMNS, O_CHECKSUM, O_BOXES
-};
-
-static const struct option longopts[] = {
-	{ "batch", required_argument, NULL, O_BATCH },
-	{ "epoch", required_argument, NULL, O_EPOCH },
-	{ "epochs", required_argument, NULL, O_EPOCHS },
-	{ "seed", required_argument, NULL, O_SEED },
-	{ "rank", required_argument, NULL, O_RANK },
-	{ "world", required_argument, NULL, O_WORLD },
-	{ "workers", required_argument, NULL, O_WORKERS },
-	{ "io-streams", required_argument, NULL, O_IO },
-	{ "prefetch", required_argument, NULL, O_PREFETCH },
-	{ "shuffle", required_argument, NULL, O_SHUFFLE },
-	{ "ring", required_argument, NULL, O_RING },
-	{ "remainder", required_argument, NULL, O_REMAINDER },
-	{ "resume-batch", required_argument, NULL, O_RESUME },
-	{ "strict", no_argument, NULL, O_STRICT },
-	{ "max-pixels", required_argument, NULL, O_MAXPIX },
-	{ "no-decode", no_argument, NULL, O_NODECODE },
-	{ "device", required_argument, NULL, O_DEVICE },
-	{ "image-size", required_argument, NULL, O_SIZE },
-	{ "crop", required_argument, NULL, O_CROP },
-	{ "scale", required_argument, NULL, O_SCALE },
-	{ "ratio", required_argument, NULL, O_RATIO },
-	{ "resize", required_argument, NULL, O_RESIZE },
-	{ "flip", no_argument, NULL, O_FLIP },
-	{ "no-flip", no_argument, NULL, O_NOFLIP },
-	{ "dtype", required_argument, NULL, O_DTYPE },
-	{ "layout", required_argument, NULL, O_LAYOUT },
-	{ "mean", required_argument, NULL, O_MEAN },
-	{ "std", required_argument, NULL, O_STD },
-	{ "limit-batches", required_argument, NULL, O_LIMIT },
-	{ "json", required_argument, NULL, O_JSON },
-	{ "quiet", no_argument, NULL, O_QUIET },
-	{ "out", required_argument, NULL, 'o' },
-	{ "columns", required_argument, NULL, O_COLUMNS },
-	{ "checksum", no_argument, NULL, O_CHECKSUM },
-	{ "boxes", no_argument, NULL, O_BOXES },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
-};
+enum { O_LIMIT = 1, O_JSON, O_OUT, O_COLUMNS, O_CHECKSUM, O_BOXES };
 
 struct opts {
-	struct sk_loader_config cfg;
+	struct cli_loader l;
 	const char *source;
 	int64_t limit;
 	const char *json;
 	const char *out;
-	int quiet, columns, checksum, boxes;
-	int rank_set, world_set;
+	int columns, checksum, boxes;
 };
 
-static const char *
-optname(int c)
-{
-	const struct option *o;
+#define END { NULL, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
 
-	for (o = longopts; o->name != NULL; o++)
-		if (o->val == c)
-			return o->name;
-	return "?";
-}
+static const struct cli_option bench_opts[] = {
+	{ "limit-batches", 0, O_LIMIT, CLI_INT, "N", "stop after N batches",
+	    1, 1e15, NULL, 0 },
+	{ "json", 0, O_JSON, CLI_STRING, "FILE",
+	    "write the results as JSON (- for stdout)", 0, 0, NULL, 0 },
+	END
+};
 
-static long long
-num(int c, const char *s, long long min, long long max)
-{
-	char *end;
-	long long v;
+static const struct cli_option dump_opts[] = {
+	{ "out", 'o', O_OUT, CLI_STRING, "FILE",
+	    "the .png grid or .npy array to write", 0, 0, NULL, 0 },
+	{ "columns", 0, O_COLUMNS, CLI_INT, "N",
+	    "grid columns (square-ish by default)", 1, 4096, NULL, 0 },
+	END
+};
 
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
-		usage_error("--%s %s: not a whole number in %lld..%lld",
-		    optname(c), s, min, max);
-	return v;
-}
+static const struct cli_option keys_opts[] = {
+	{ "checksum", 0, O_CHECKSUM, CLI_FLAG, NULL,
+	    "add a 64-bit FNV-1a hash of each image's bytes", 0, 0, NULL, 0 },
+	{ "boxes", 0, O_BOXES, CLI_FLAG, NULL,
+	    "add the source size, crop box and flip", 0, 0, NULL, 0 },
+	{ "limit-batches", 0, O_LIMIT, CLI_INT, "N", "stop after N batches",
+	    1, 1e15, NULL, 0 },
+	END
+};
 
-static uint64_t
-size_arg(int c, const char *s)
-{
-	char *end;
-	double v;
-	uint64_t mul = 1;
+#define LOADER_GROUPS \
+	{ "data", cli_loader_data }, \
+	{ "pipeline", cli_loader_pipeline }, \
+	{ "augmentation", cli_loader_augment }, \
+	{ "output", cli_loader_output }, \
+	{ "ranks and position", cli_loader_ranks }
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (end != s && *end != '\0' && end[1] == '\0') {
-		switch (*end) {
-		case 'k': case 'K': mul = 1ULL << 10; end++; break;
-		case 'm': case 'M': mul = 1ULL << 20; end++; break;
-		case 'g': case 'G': mul = 1ULL << 30; end++; break;
-		}
-	}
-	if (end == s || *end != '\0' || errno != 0 || !(v >= 1) ||
-	    v * (double)mul > 1e15)
-		usage_error("--%s %s: not a size such as 64M", optname(c), s);
-	return (uint64_t)(v * (double)mul);
-}
+static const struct cli_group bench_groups[] = {
+	LOADER_GROUPS, { "bench", bench_opts }, { NULL, NULL }
+};
+static const struct cli_group dump_groups[] = {
+	LOADER_GROUPS, { "dump", dump_opts }, { NULL, NULL }
+};
+static const struct cli_group keys_groups[] = {
+	LOADER_GROUPS, { "keys", keys_opts }, { NULL, NULL }
+};
 
-/* "A,B" or "A,B,C" into n doubles. */
+static int bench_exec(int, char **);
+static int dump_exec(int, char **);
+static int keys_exec(int, char **);
+
+static const struct cli_command bench_cmd = {
+	"bench", "bench SOURCE [options]",
+	"run the pipeline; print images/s, MB/s, each stage's busy and\n"
+	"             waiting time, and the stage that bounds it",
+	"Run the pipeline with no model and measure it: images/s, MB/s, the\n"
+	"time each stage was busy and waiting, and the stage that bounds it.\n"
+	"SOURCE is a manifest (.json) or a shard pattern.\n",
+	bench_groups, 1, 1, bench_exec
+};
+
+static const struct cli_command dump_cmd = {
+	"dump", "dump SOURCE --out FILE.png|FILE.npy [options]",
+	"write the first batch as a labelled grid (.png) or a NumPy array",
+	"Write the first batch as a labelled grid (.png) or as a NumPy array\n"
+	"(.npy, the batch's dtype and layout); its keys and labels go to\n"
+	"stdout. SOURCE is a manifest (.json) or a shard pattern.\n",
+	dump_groups, 1, 1, dump_exec
+};
+
+static const struct cli_command keys_cmd = {
+	"keys", "keys SOURCE [options]",
+	"print one line per sample: epoch, batch, index, key, label",
+	"Print one line per sample: epoch, batch, index, key and label (and\n"
+	"more with --checksum, --boxes). SOURCE is a manifest (.json) or a\n"
+	"shard pattern.\n",
+	keys_groups, 1, 1, keys_exec
+};
+
 static void
-list_arg(int c, const char *s, double *out, int n)
+set_opt(void *ctx, const struct cli_option *o, const struct cli_value *v)
 {
-	const char *p = s;
-	char *end;
-	int i;
+	struct opts *op = ctx;
 
-	for (i = 0; i < n; i++) {
-		errno = 0;
-		out[i] = strtod(p, &end);
-		if (end == p || errno != 0 || !isfinite(out[i]) ||
-		    (i < n - 1 ? *end != ',' : *end != '\0'))
-			usage_error("--%s %s: need %d numbers separated by "
-			    "commas", optname(c), s, n);
-		p = end + 1;
-	}
-}
-
-static int
-choice(int c, const char *s, const char *const *names)
-{
-	int i;
-
-	for (i = 0; names[i] != NULL; i++)
-		if (strcmp(s, names[i]) == 0)
-			return i;
-	usage_error("--%s %s: not one of the choices (see --help)",
-	    optname(c), s);
-}
-
-static long
-env_num(const char *name, const char *s)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < 0 || v > 1 << 20)
-		usage_error("%s=%s: not a rank or size", name, s);
-	return v;
-}
-
-/* Under mpirun or srun the launcher says which rank this is. */
-static void
-launcher_rank(struct opts *o)
-{
-	static const char *const pairs[][2] = {
-		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
-		{ "PMI_RANK", "PMI_SIZE" },
-		{ "PMIX_RANK", "PMIX_SIZE" },
-		{ "SLURM_PROCID", "SLURM_NTASKS" },
-	};
-	const char *r, *w;
-	size_t i;
-
-	for (i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-		r = getenv(pairs[i][0]);
-		w = getenv(pairs[i][1]);
-		if (r == NULL || w == NULL)
-			continue;
-		if (!o->rank_set)
-			o->cfg.rank = (int)env_num(pairs[i][0], r);
-		if (!o->world_set)
-			o->cfg.world = (int)env_num(pairs[i][1], w);
+	if (cli_loader_set(&op->l, o, v))
 		return;
+	switch (o->id) {
+	case O_LIMIT: op->limit = v->i; break;
+	case O_JSON: op->json = v->s; break;
+	case O_OUT: op->out = v->s; break;
+	case O_COLUMNS: op->columns = (int)v->i; break;
+	case O_CHECKSUM: op->checksum = 1; break;
+	case O_BOXES: op->boxes = 1; break;
 	}
 }
 
 static void
-parse(int argc, char **argv, struct opts *o)
+parse(const struct cli_command *cmd, int argc, char **argv, struct opts *o)
 {
-	static const char *const crops[] = { "random-resized", "center",
-	    "none", NULL };
-	static const char *const dtypes[] = { "u8", "f32", "bf16", "f16",
-	    NULL };
-	static const char *const layouts[] = { "nhwc", "nchw", NULL };
-	static const char *const rems[] = { "drop", "keep", NULL };
-	double v[3];
-	int c, i;
+	int first;
 
 	memset(o, 0, sizeof *o);
-	sk_loader_config_init(&o->cfg);
+	cli_loader_init(&o->l);
 	o->limit = -1;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":o:hV", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_BATCH:
-			o->cfg.batch = (int)num(c, optarg, 1, 1 << 20);
-			break;
-		case O_EPOCH:
-			o->cfg.epoch = (int)num(c, optarg, 0, INT_MAX);
-			break;
-		case O_EPOCHS:
-			o->cfg.epochs = (int)num(c, optarg, 1, 1000000);
-			break;
-		case O_SEED: {
-			char *end;
-
-			errno = 0;
-			o->cfg.seed = strtoull(optarg, &end, 10);
-			if (*optarg == '\0' || *optarg == '-' || *end != '\0' ||
-			    errno != 0)
-				usage_error("--seed %s: not a whole number in "
-				    "0..%llu", optarg, (unsigned long long)
-				    UINT64_MAX);
-			break;
-		}
-		case O_RANK:
-			o->cfg.rank = (int)num(c, optarg, 0, 1 << 20);
-			o->rank_set = 1;
-			break;
-		case O_WORLD:
-			o->cfg.world = (int)num(c, optarg, 1, 1 << 20);
-			o->world_set = 1;
-			break;
-		case O_WORKERS:
-			o->cfg.workers = (int)num(c, optarg, 1, 1024);
-			break;
-		case O_IO:
-			o->cfg.io_streams = (int)num(c, optarg, 1, 256);
-			break;
-		case O_PREFETCH:
-			o->cfg.prefetch_bytes = (size_t)size_arg(c, optarg);
-			break;
-		case O_SHUFFLE:
-			o->cfg.shuffle = (int)num(c, optarg, 0, 100000000);
-			break;
-		case O_RING:
-			o->cfg.ring = (int)num(c, optarg, 3, 4096);
-			break;
-		case O_REMAINDER:
-			o->cfg.remainder = (enum sk_remainder)choice(c, optarg,
-			    rems);
-			break;
-		case O_RESUME:
-			o->cfg.resume_batch = (int)num(c, optarg, 0, INT_MAX);
-			break;
-		case O_STRICT:
-			o->cfg.strict = 1;
-			break;
-		case O_MAXPIX:
-			o->cfg.max_pixels = (uint64_t)num(c, optarg, 1,
-			    LLONG_MAX);
-			break;
-		case O_NODECODE:
-			o->cfg.decode = 0;
-			break;
-		case O_DEVICE:
-			o->cfg.device = (int)num(c, optarg, 0, 1024);
-			break;
-		case O_SIZE:
-			o->cfg.image_size = (int)num(c, optarg, 1, 8192);
-			break;
-		case O_CROP:
-			o->cfg.crop = (enum sk_crop)choice(c, optarg, crops);
-			break;
-		case O_SCALE:
-			list_arg(c, optarg, o->cfg.scale, 2);
-			break;
-		case O_RATIO:
-			list_arg(c, optarg, o->cfg.ratio, 2);
-			break;
-		case O_RESIZE:
-			o->cfg.resize = (int)num(c, optarg, 1, 65536);
-			break;
-		case O_FLIP:
-			o->cfg.flip = 1;
-			break;
-		case O_NOFLIP:
-			o->cfg.flip = 0;
-			break;
-		case O_DTYPE:
-			o->cfg.dtype = (enum sk_dtype)choice(c, optarg, dtypes);
-			break;
-		case O_LAYOUT:
-			o->cfg.layout = (enum sk_layout)choice(c, optarg,
-			    layouts);
-			break;
-		case O_MEAN:
-		case O_STD:
-			list_arg(c, optarg, v, 3);
-			for (i = 0; i < 3; i++)
-				(c == O_MEAN ? o->cfg.mean : o->cfg.std)[i] =
-				    (float)v[i];
-			break;
-		case O_LIMIT:
-			o->limit = num(c, optarg, 1, LLONG_MAX);
-			break;
-		case O_JSON:
-			o->json = optarg;
-			break;
-		case O_QUIET:
-			o->quiet = 1;
-			break;
-		case 'o':
-			o->out = optarg;
-			break;
-		case O_COLUMNS:
-			o->columns = (int)num(c, optarg, 1, 4096);
-			break;
-		case O_CHECKSUM:
-			o->checksum = 1;
-			break;
-		case O_BOXES:
-			o->boxes = 1;
-			break;
-		case 'h':
-			fputs(help_text, stdout);
-			exit(0);
-		case 'V':
-			printf("shardload %s\n", SK_VERSION_STRING);
-			exit(0);
-		case ':':
-			usage_error("%s needs a value", argv[optind - 1]);
-		default:
-			usage_error("%s: unknown option", argv[optind - 1]);
-		}
-	}
-	if (optind >= argc)
-		usage_error("no shards given (a URL pattern or a manifest)");
-	if (strcmp(cmdname, "dump") != 0 && (o->out != NULL || o->columns))
-		usage_error("--out and --columns are for dump");
-	if (strcmp(cmdname, "keys") != 0 && (o->checksum || o->boxes))
-		usage_error("--checksum and --boxes are for keys");
-	if (strcmp(cmdname, "bench") != 0 && (o->json != NULL || o->quiet))
-		usage_error("--json and --quiet are for bench");
-	if (strcmp(cmdname, "dump") == 0 && (o->limit >= 0 ||
-	    !o->cfg.decode))
-		usage_error("dump takes neither --limit-batches nor "
-		    "--no-decode");
-	if (strcmp(cmdname, "keys") == 0 && o->checksum && !o->cfg.decode)
+	first = cli_parse(cmd, argc, argv, set_opt, o);
+	o->source = argv[first];
+	cli_loader_finish(&o->l, o->source);
+	if (cmd == &dump_cmd && !o->l.cfg.decode)
+		usage_error("dump needs pixels: drop --no-decode");
+	if (cmd == &keys_cmd && o->checksum && !o->l.cfg.decode)
 		usage_error("--checksum needs pixels: drop --no-decode");
-	if (optind + 1 < argc)
-		usage_error("%s: one source only (use a brace pattern or a "
-		    "manifest for several shards)", argv[optind + 1]);
-	o->source = argv[optind];
-	launcher_rank(o);
-	if (o->cfg.rank >= o->cfg.world)
-		usage_error("--rank %d is not below --world %d", o->cfg.rank,
-		    o->cfg.world);
-	if (o->cfg.crop == SK_CROP_CENTER && o->cfg.resize != 0 &&
-	    o->cfg.resize < o->cfg.image_size)
-		usage_error("--resize %d is smaller than --image-size %d",
-		    o->cfg.resize, o->cfg.image_size);
-	if (o->cfg.scale[0] > o->cfg.scale[1] || o->cfg.scale[0] <= 0 ||
-	    o->cfg.scale[1] > 1)
-		usage_error("--scale %g,%g: need 0 < A <= B <= 1",
-		    o->cfg.scale[0], o->cfg.scale[1]);
-	if (o->cfg.ratio[0] > o->cfg.ratio[1] || o->cfg.ratio[0] <= 0)
-		usage_error("--ratio %g,%g: need 0 < A <= B", o->cfg.ratio[0],
-		    o->cfg.ratio[1]);
-	for (i = 0; i < 3; i++)
-		if (o->cfg.std[i] == 0)
-			usage_error("--std: a component is 0");
-	{
-		size_t n = strlen(o->source);
-
-		if (n > 5 && strcasecmp(o->source + n - 5, ".json") == 0)
-			o->cfg.manifest = o->source;
-		else
-			o->cfg.urls = o->source;
-	}
 }
 
 static sk_loader *
@@ -520,26 +153,9 @@ open_loader(const struct opts *o)
 {
 	sk_loader *l;
 
-	if (sk_loader_open(&l, &o->cfg) != 0)
+	if (sk_loader_open(&l, &o->l.cfg) != 0)
 		die("%s", l != NULL ? sk_errmsg(l) : "out of memory");
 	return l;
-}
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static const char *
-dtype_name(enum sk_dtype t)
-{
-	static const char *const n[] = { "u8", "f32", "bf16", "f16" };
-
-	return (unsigned)t < 4 ? n[t] : "?";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -573,23 +189,6 @@ bound_stage(const struct sk_loader_stats *st, double wall, int decode,
 	return "io";
 }
 
-static void
-json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 struct bench_result {
 	double wall, steady_wall;
 	uint64_t samples, steady_samples;
@@ -600,72 +199,76 @@ static void
 write_json(const struct opts *o, const struct sk_loader_stats *st,
     const struct bench_result *r, uint64_t peak_rss)
 {
-	static const char *const crops[] = { "random-resized", "center",
-	    "none" };
-	const struct sk_loader_config *c = &o->cfg;
+	const struct sk_loader_config *c = &o->l.cfg;
+	const char *reasons[SK_SKIP_NREASONS];
 	double share;
 	const char *bound = bound_stage(st, r->wall, c->decode, &share);
-	FILE *f;
+	struct cli_json *j;
 	int i;
 
-	if (strcmp(o->json, "-") == 0)
-		f = stdout;
-	else if ((f = fopen(o->json, "w")) == NULL)
-		die("%s: %s", o->json, strerror(errno));
-	fprintf(f, "{\n  \"images_per_sec\": %.3f,\n",
-	    r->wall > 0 ? (double)r->samples / r->wall : 0);
-	fprintf(f, "  \"images_per_sec_steady\": %.3f,\n",
-	    r->steady_wall > 0 ? (double)r->steady_samples / r->steady_wall :
-	    0);
-	fprintf(f, "  \"mb_per_sec\": %.3f,\n", r->wall > 0 ?
-	    (double)st->bytes / 1e6 / r->wall : 0);
-	fprintf(f, "  \"samples\": %" PRIu64 ",\n", st->samples);
-	fprintf(f, "  \"batches\": %" PRIu64 ",\n", st->batches);
-	fprintf(f, "  \"skipped\": %" PRIu64 ",\n", st->skipped_total);
-	fprintf(f, "  \"skipped_by_reason\": {");
 	for (i = 0; i < SK_SKIP_NREASONS; i++)
-		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "",
-		    sk_skip_reason_name(i), st->skipped[i]);
-	fprintf(f, "},\n");
-	fprintf(f, "  \"dropped\": %" PRIu64 ",\n", st->dropped);
-	fprintf(f, "  \"unplanned\": %" PRIu64 ",\n", st->unplanned);
-	fprintf(f, "  \"mismatched_shards\": %" PRIu64 ",\n",
-	    st->mismatched_shards);
-	fprintf(f, "  \"bytes\": %" PRIu64 ",\n", st->bytes);
-	fprintf(f, "  \"sample_bytes\": %" PRIu64 ",\n", st->sample_bytes);
-	fprintf(f, "  \"wall_s\": %.6f,\n", r->wall);
-	fprintf(f, "  \"stages\": {\"io_busy_s\": %.6f, \"io_blocked_s\": %.6f, "
-	    "\"input_wait_s\": %.6f, \"decode_busy_s\": %.6f, "
-	    "\"decode_idle_s\": %.6f, \"ring_wait_s\": %.6f, "
-	    "\"consumer_wait_s\": %.6f},\n", st->io_busy, st->io_blocked,
-	    st->input_wait, st->decode_busy, st->decode_idle, st->ring_wait,
-	    st->consumer_wait);
-	fprintf(f, "  \"bound\": \"%s\",\n", bound);
-	fprintf(f, "  \"memory_bound_bytes\": %" PRIu64 ",\n",
-	    st->memory_bound);
-	fprintf(f, "  \"peak_rss_bytes\": %" PRIu64 ",\n", peak_rss);
-	fprintf(f, "  \"batches_per_epoch\": %" PRId64 ",\n",
-	    st->batches_per_epoch);
-	fprintf(f, "  \"config\": {\"source\": ");
-	json_str(f, o->source);
-	fprintf(f, ", \"batch\": %d, \"epoch\": %d, \"epochs\": %d, "
-	    "\"seed\": %" PRIu64 ", \"rank\": %d, \"world\": %d, "
-	    "\"workers\": %d, \"io_streams\": %d, \"prefetch_bytes\": %zu, "
-	    "\"shuffle\": %d, \"image_size\": %d, \"crop\": \"%s\", "
-	    "\"flip\": %s, \"dtype\": \"%s\", \"layout\": \"%s\", "
-	    "\"decode\": %s, \"strict\": %s, \"remainder\": \"%s\", "
-	    "\"resume_batch\": %d, \"limit_batches\": %" PRId64 "}\n}\n",
-	    c->batch, c->epoch, c->epochs, c->seed, c->rank, c->world,
-	    st->workers, st->io_streams, c->prefetch_bytes, c->shuffle,
-	    c->image_size, crops[c->crop], c->flip ? "true" : "false",
-	    dtype_name(c->dtype), c->layout == SK_LAYOUT_NCHW ? "nchw" :
-	    "nhwc", c->decode ? "true" : "false", c->strict ? "true" :
-	    "false", c->remainder == SK_REMAINDER_KEEP ? "keep" : "drop",
-	    c->resume_batch, o->limit);
-	if (f != stdout && fclose(f) != 0)
-		die("%s: %s", o->json, strerror(errno));
-	if (f == stdout)
-		fflush(stdout);
+		reasons[i] = sk_skip_reason_name(i);
+	j = cli_json_open(o->json);
+	cli_json_object(j, "config");
+	cli_json_str(j, "source", o->source);
+	cli_json_int(j, "batch_per_rank", c->batch);
+	cli_json_int(j, "global_batch", (long long)c->batch * c->world);
+	cli_json_int(j, "world", c->world);
+	cli_json_int(j, "rank", c->rank);
+	cli_json_int(j, "epoch", c->epoch);
+	cli_json_int(j, "epochs", c->epochs);
+	cli_json_uint(j, "seed", c->seed);
+	cli_json_int(j, "workers", st->workers);
+	cli_json_int(j, "io_streams", st->io_streams);
+	cli_json_uint(j, "prefetch_bytes", c->prefetch_bytes);
+	cli_json_int(j, "shuffle", c->shuffle);
+	cli_json_int(j, "image_size", c->image_size);
+	cli_json_str(j, "crop", cli_crop_name(c->crop));
+	cli_json_bool(j, "flip", c->flip);
+	cli_json_str(j, "dtype", cli_dtype_name(c->dtype));
+	cli_json_str(j, "layout", cli_layout_name(c->layout));
+	cli_json_bool(j, "decode", c->decode);
+	cli_json_bool(j, "strict", c->strict);
+	cli_json_str(j, "remainder", cli_remainder_name(c->remainder));
+	cli_json_int(j, "resume_batch", c->resume_batch);
+	if (o->limit >= 0)
+		cli_json_int(j, "limit_batches", o->limit);
+	else
+		cli_json_null(j, "limit_batches");
+	cli_json_end(j);
+
+	cli_json_object(j, "result");
+	cli_json_uint(j, "samples", st->samples);
+	cli_json_uint(j, "batches", st->batches);
+	cli_json_uint(j, "bytes", st->bytes);
+	cli_json_uint(j, "sample_bytes", st->sample_bytes);
+	cli_json_skips(j, st->skipped, reasons, SK_SKIP_NREASONS);
+	cli_json_uint(j, "dropped", st->dropped);
+	cli_json_uint(j, "unplanned", st->unplanned);
+	cli_json_uint(j, "mismatched_shards", st->mismatched_shards);
+	cli_json_int(j, "batches_per_epoch", st->batches_per_epoch);
+	cli_json_real(j, "wall_seconds", r->wall);
+	cli_json_real(j, "images_per_second", r->wall > 0 ?
+	    (double)r->samples / r->wall : 0);
+	cli_json_real(j, "steady_images_per_second", r->steady_wall > 0 ?
+	    (double)r->steady_samples / r->steady_wall : 0);
+	cli_json_real(j, "bytes_per_second", r->wall > 0 ?
+	    (double)st->bytes / r->wall : 0);
+	cli_json_str(j, "bound", bound);
+	cli_json_real(j, "bound_share", share);
+	cli_json_object(j, "stage_seconds");
+	cli_json_real(j, "io_busy", st->io_busy);
+	cli_json_real(j, "io_blocked", st->io_blocked);
+	cli_json_real(j, "input_wait", st->input_wait);
+	cli_json_real(j, "decode_busy", st->decode_busy);
+	cli_json_real(j, "decode_idle", st->decode_idle);
+	cli_json_real(j, "ring_wait", st->ring_wait);
+	cli_json_real(j, "consumer_wait", st->consumer_wait);
+	cli_json_end(j);
+	cli_json_uint(j, "memory_bound_bytes", st->memory_bound);
+	cli_json_uint(j, "peak_rss_bytes", peak_rss);
+	cli_json_end(j);
+	cli_json_close(j);
 }
 
 /* The process's peak resident set (VmHWM), in bytes. */
@@ -686,14 +289,15 @@ peak_rss(void)
 }
 
 static void
-progress(const struct sk_loader_stats *st, double wall, int64_t total)
+progress(struct cli_progress *p, const struct sk_loader_stats *st,
+    double wall, int64_t total)
 {
 	double share;
 	const char *bound = bound_stage(st, wall, 1, &share);
 
-	fprintf(stderr, "\r%s: batch %" PRIu64 "/%" PRId64 "  %.0f images/s  "
-	    "%.1f MB/s  skipped %" PRIu64 "  bound: %s (%.0f%%)  ", progname,
-	    st->batches, total, wall > 0 ? (double)st->samples / wall : 0,
+	cli_progress(p, "batch %" PRIu64 "/%" PRId64 "  %.0f images/s  "
+	    "%.1f MB/s  skipped %" PRIu64 "  bound: %s (%.0f%%)", st->batches,
+	    total, wall > 0 ? (double)st->samples / wall : 0,
 	    wall > 0 ? (double)st->bytes / 1e6 / wall : 0, st->skipped_total,
 	    bound, share * 100);
 }
@@ -705,39 +309,38 @@ cmd_bench(const struct opts *o)
 	struct sk_batch b;
 	struct sk_loader_stats st;
 	struct bench_result r;
-	double t0, t1 = 0, tlast, t;
+	struct cli_progress prog;
+	double t0, t1 = 0, t;
 	int64_t total;
-	int rc, tty = !o->quiet && isatty(2), i;
+	int rc = 0, i;
 	uint64_t first_n = 0;
 
 	memset(&r, 0, sizeof r);
-	t0 = now_s();
+	t0 = cli_now();
 	l = open_loader(o);
 	sk_loader_stats(l, &st);
-	total = st.batches_per_epoch * o->cfg.epochs - o->cfg.resume_batch;
+	total = st.batches_per_epoch * o->l.cfg.epochs - o->l.cfg.resume_batch;
 	if (o->limit > 0 && o->limit < total)
 		total = o->limit;
-	tlast = t0;
+	cli_progress_init(&prog);
 	while (r.batches < total && (rc = sk_loader_next(l, &b)) > 0) {
 		if (r.batches == 0) {
-			t1 = now_s();
+			t1 = cli_now();
 			first_n = (uint64_t)b.n;
 		}
 		r.samples += (uint64_t)b.n;
 		r.batches++;
 		if (sk_loader_release(l, &b) != 0)
 			die("%s", sk_errmsg(l));
-		if (tty && (t = now_s()) - tlast >= 1.0) {
+		if (cli_progress_due(&prog)) {
 			sk_loader_stats(l, &st);
-			progress(&st, t - t0, total);
-			tlast = t;
+			progress(&prog, &st, cli_now() - t0, total);
 		}
 	}
 	if (r.batches < total && rc < 0)
 		die("%s", sk_errmsg(l));
-	t = now_s();
-	if (tty)
-		fputc('\n', stderr);
+	t = cli_now();
+	cli_progress_done(&prog);
 	sk_loader_stats(l, &st);
 	r.wall = t - t0;
 	r.steady_wall = t - t1;
@@ -746,7 +349,7 @@ cmd_bench(const struct opts *o)
 		write_json(o, &st, &r, peak_rss());
 	if (o->json == NULL || strcmp(o->json, "-") != 0) {
 		double share;
-		const char *bound = bound_stage(&st, r.wall, o->cfg.decode,
+		const char *bound = bound_stage(&st, r.wall, o->l.cfg.decode,
 		    &share);
 
 		printf("%" PRIu64 " samples in %" PRId64 " batches, %.3f s: "
@@ -966,10 +569,10 @@ cmd_dump(struct opts *o)
 		    o->out);
 	/* A grid shows pixels as they are: u8, HWC. */
 	if (png) {
-		o->cfg.dtype = SK_DTYPE_U8;
-		o->cfg.layout = SK_LAYOUT_NHWC;
+		o->l.cfg.dtype = SK_DTYPE_U8;
+		o->l.cfg.layout = SK_LAYOUT_NHWC;
 	}
-	o->cfg.device = -1;
+	o->l.cfg.device = -1;
 	l = open_loader(o);
 	if ((rc = sk_loader_next(l, &b)) < 0)
 		die("%s", sk_errmsg(l));
@@ -988,31 +591,43 @@ cmd_dump(struct opts *o)
 
 /* ------------------------------------------------------------------------ */
 
-int
-main(int argc, char **argv)
+static int
+bench_exec(int argc, char **argv)
 {
 	struct opts o;
 
-	if (argc < 2)
-		usage_error("no command given");
-	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-		fputs(help_text, stdout);
-		return 0;
-	}
-	if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
-		printf("shardload %s\n", SK_VERSION_STRING);
-		return 0;
-	}
-	cmdname = argv[1];
-	if (strcmp(cmdname, "bench") != 0 && strcmp(cmdname, "dump") != 0 &&
-	    strcmp(cmdname, "keys") != 0) {
-		cmdname = NULL;
-		usage_error("%s: not a command (bench, dump, keys)", argv[1]);
-	}
-	parse(argc - 1, argv + 1, &o);
-	if (strcmp(cmdname, "bench") == 0)
-		return cmd_bench(&o);
-	if (strcmp(cmdname, "keys") == 0)
-		return cmd_keys(&o);
+	parse(&bench_cmd, argc, argv, &o);
+	return cmd_bench(&o);
+}
+
+static int
+keys_exec(int argc, char **argv)
+{
+	struct opts o;
+
+	parse(&keys_cmd, argc, argv, &o);
+	return cmd_keys(&o);
+}
+
+static int
+dump_exec(int argc, char **argv)
+{
+	struct opts o;
+
+	parse(&dump_cmd, argc, argv, &o);
 	return cmd_dump(&o);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct cli_command *const table[] = {
+		&bench_cmd, &dump_cmd, &keys_cmd, NULL
+	};
+	const struct cli_command *cmd;
+	int first;
+
+	cmd = cli_dispatch("shardload", about, table, NULL, argc, argv,
+	    &first);
+	return cmd->exec(argc - first, argv + first);
 }

@@ -24,7 +24,7 @@ sm=(--batch 8 --image-size 16 --max-pixels 10000)
 bench_is() {
 	python3 - "$T/$1.json" "${@:2}" <<'EOF' || fail "$1: the counts of the JSON above are wrong"
 import json, sys
-r = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[1]))["result"]
 want = [int(v) for v in sys.argv[2:]]
 sk = r["skipped_by_reason"]
 got = [r["samples"], r["batches"], sk["decode"], sk["too_big"], sk["no_image"],
@@ -250,7 +250,11 @@ keys "$B/good.json" --json -
 keys "$B/good.json" --columns 3
 keys "$B/good.json" --no-decode --checksum
 dump "$B/good.json" --out "$T/x.npy" --limit-batches 1
-dump "$B/good.json" --out "$T/x.npy" --quiet
+dump "$B/good.json" --out "$T/x.npy" --columns 0
+keys "$B/good.json" --max-sample-size 1.5Q
+keys "$B/good.json" --seed -1
+keys "$B/good.json" --epochs 1000001
+keys "$B/good.json" --shuffle 16777217
 dump "$B/good.json" --out "$T/x.npy" --no-decode
 bogus "$B/good.json"
 --bogus

@@ -4,21 +4,24 @@
 # follow --batch, --world, --epochs, --limit-batches and --resume-batch,
 # --no-decode is the I/O-only mode, --json - writes only JSON to stdout,
 # the text summary names the bound stage; --help and --version exit 0 and
-# no command is a usage error.
+# no command is a usage error; under a launcher the workers default to the
+# rank's share of the CPUs.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 need_python json
 
 say "shardload --help, --version, no command"
 sl help --help
-has help.out "usage: shardload bench"
+has help.out "usage: shardload [-h|-V] COMMAND"
 for c in bench dump keys; do
 	has help.out "  $c "
 done
 sl helpcmd bench --help
-cmp -s "$T/help.out" "$T/helpcmd.out" || fail "bench --help differs from --help"
+has helpcmd.out "usage: shardload bench SOURCE"
+sl helpcmd2 help bench
+cmp -s "$T/helpcmd.out" "$T/helpcmd2.out" || fail "help bench differs from bench --help"
 sl version --version
-grep -qE '^shardload [0-9]+\.[0-9]+' "$T/version.out" ||
+grep -qE '^shardload \(shardkit\) [0-9]+\.[0-9]+' "$T/version.out" ||
     fail "--version printed: $(cat "$T/version.out")"
 sl_rc 2 nocmd
 is_sl_usage_error nocmd
@@ -47,9 +50,9 @@ o=(--image-size 32 --workers 2 --io-streams 2)
 say "one epoch of 48 in batches of 8"
 sl b bench "$M" "${o[@]}" --batch 8 --json "$T/b.json"
 py check_bench.py "$T/b.json" samples=48 batches=6 full=8 batches_per_epoch=6 \
-    dropped=0 skipped=0 min_ips=0 decode_busy=+ config.batch=8 \
+    dropped=0 skipped=0 min_ips=0 decode_busy=+ config.batch_per_rank=8 config.global_batch=8 \
     config.image_size=32 config.workers=2 config.io_streams=2 \
-    config.decode=true config.limit_batches=-1 config.epochs=1 \
+    config.decode=true config.limit_batches=null config.epochs=1 \
     config.remainder=drop config.crop=random-resized "config.source=$M" \
     "bytes=$bytes" "sample_bytes=$sb"
 say "the text summary: counts, the stage table and the bound"
@@ -67,6 +70,25 @@ sl bd bench "$M" --image-size 32 --batch 8 --json "$T/bd.json"
 py check_bench.py "$T/bd.json" "config.workers=$(getconf _NPROCESSORS_ONLN)" \
     config.io_streams=2 config.prefetch_bytes=67108864 config.shuffle=0
 
+say "under a launcher, workers default to this rank's share of the CPUs"
+ncpu=$(nproc)
+share=$((ncpu / 2))
+[ "$share" -ge 1 ] || share=1
+# nproc counts the CPUs this process may use; unbound, two ranks split them.
+if [ "$ncpu" -eq "$(getconf _NPROCESSORS_ONLN)" ]; then
+	run_rc 0 bl env OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 \
+	    OMPI_COMM_WORLD_LOCAL_SIZE=2 "$SHARDLOAD" bench "$M" \
+	    --image-size 32 --batch 4 --json "$T/bl.json"
+	py check_bench.py "$T/bl.json" "config.workers=$share" config.rank=1 \
+	    config.world=2 config.global_batch=8
+fi
+# Bound to one CPU (as mpirun --bind-to core does), a rank takes that one.
+if command -v taskset >/dev/null && [ "$ncpu" -gt 1 ]; then
+	run_rc 0 bt env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 \
+	    OMPI_COMM_WORLD_LOCAL_SIZE=2 taskset -c 0 "$SHARDLOAD" bench "$M" --image-size 32 --batch 4 --json "$T/bt.json"
+	py check_bench.py "$T/bt.json" config.workers=1
+fi
+
 say "--json -: only JSON on stdout"
 sl j bench "$M" "${o[@]}" --batch 8 --json - --quiet
 py check_bench.py "$T/j.out" samples=48 batches=6
@@ -75,7 +97,8 @@ hasnt j.out "samples in"
 say "2 ranks, batches of 5: 4 batches of each rank's 24, 4 dropped"
 sl w2 bench "$M" "${o[@]}" --batch 5 --world 2 --rank 1 --json "$T/w2.json"
 py check_bench.py "$T/w2.json" samples=20 batches=4 full=5 batches_per_epoch=4 \
-    dropped=4 config.rank=1 config.world=2
+    dropped=4 config.rank=1 config.world=2 config.batch_per_rank=5 \
+    config.global_batch=10
 has w2.out "dropped 4 (remainder)"
 say "--epochs 2 doubles the batches and the drops"
 sl e2 bench "$M" "${o[@]}" --batch 5 --world 2 --rank 1 --epochs 2 \
@@ -103,7 +126,7 @@ sl nd bench "$M" "${o[@]}" --batch 8 --no-decode --json "$T/nd.json"
 py check_bench.py "$T/nd.json" samples=48 batches=6 full=8 decode_busy=0 \
     config.decode=false config.workers=0 "bytes=$bytes" "sample_bytes=$sb" \
     min_ips=0
-[ "$(jget "$T/nd.json" bound)" != decode ] ||
+[ "$(jget "$T/nd.json" result.bound)" != decode ] ||
     fail "--no-decode: the bound is decode, with no decoding"
 sl ndt bench "$M" "${o[@]}" --batch 8 --no-decode --quiet
 grep -qE '^bound: (io|consumer) ' "$T/ndt.out" || { show ndt; fail "--no-decode: bound is not io or consumer"; }
@@ -117,8 +140,8 @@ sl f bench "$M" "${o[@]}" --batch 8 --dtype f32 --layout nchw --shuffle 16 \
     --crop center --json "$T/f.json"
 py check_bench.py "$T/f.json" samples=48 batches=6 config.dtype=f32 \
     config.layout=nchw config.shuffle=16 config.crop=center
-mem32=$(jget "$T/b.json" memory_bound_bytes)
-memf=$(jget "$T/f.json" memory_bound_bytes)
+mem32=$(jget "$T/b.json" result.memory_bound_bytes)
+memf=$(jget "$T/f.json" result.memory_bound_bytes)
 [ "$memf" -gt "$mem32" ] ||
     fail "memory_bound_bytes does not grow with f32 batches ($memf <= $mem32)"
 echo "PASS: load-bench"

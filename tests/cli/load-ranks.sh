@@ -54,12 +54,12 @@ done
 for want in "0 1 16 0 2 16" "1 1 16 1 2 17"; do
 	# shellcheck disable=SC2086
 	set -- $want
-	got="$1 $(jget "$T/b33.drop.$1.json" batches) \
-$(jget "$T/b33.drop.$1.json" samples) $(jget "$T/b33.drop.$1.json" dropped) \
-$(jget "$T/b33.keep.$1.json" batches) $(jget "$T/b33.keep.$1.json" samples)"
+	got="$1 $(jget "$T/b33.drop.$1.json" result.batches) \
+$(jget "$T/b33.drop.$1.json" result.samples) $(jget "$T/b33.drop.$1.json" result.dropped) \
+$(jget "$T/b33.keep.$1.json" result.batches) $(jget "$T/b33.keep.$1.json" result.samples)"
 	[ "$got" = "$want" ] ||
 	    fail "rank $1 of 2 (drop: batches samples dropped, keep: batches samples): got $got, want $want"
-	[ "$(jget "$T/b33.keep.$1.json" batches_per_epoch)" = 2 ] ||
+	[ "$(jget "$T/b33.keep.$1.json" result.batches_per_epoch)" = 2 ] ||
 	    fail "keep: batches_per_epoch is not ceil(ceil(33/2)/16) = 2"
 done
 
