@@ -1,166 +1,161 @@
 #!/usr/bin/env bash
-# help-man.sh - every long option in "shardtool CMD --help" appears in
-# shardtool(1) (curl's test1139), every command has a --help that exits 0,
-# and mandoc -Tlint finds nothing above STYLE in the man pages; the same
-# for "shardload --help" and shardload(1), and for "shardtrain --help" and
-# "shardtrain report --help" and shardtrain(1); shardkit(3) lints clean.
+# help-man.sh - the tools speak one command-line language (shardkit-cli(7))
+# and their pages say what their --help says: for shardtool, shardload and
+# shardtrain, every command's --help exits 0 and every long option it
+# prints appears in the tool's man page (curl's test1139); -V, --version,
+# "help COMMAND", an unknown option, a missing value, a bad size and an
+# unknown command read the same in every tool; and mandoc -Tlint finds
+# nothing above STYLE in any page.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
-
-man1="$top_srcdir/man/shardtool.1"
-man5="$top_srcdir/man/shardkit.5"
-[ -f "$man1" ] || fail "$man1 does not exist"
-[ -f "$man5" ] || fail "$man5 does not exist"
-
-say "shardtool --help and --version exit 0"
-st help --help
-has help.out "usage: shardtool"
-st version --version
-has version.out "shardtool"
-st_rc 2 nocmd
-
-# The commands: the first word of each usage line under "commands:".
-cmds=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\).*/\1/p' "$T/help.out")
-[ "$(echo "$cmds" | wc -w)" -ge 7 ] || fail "shardtool --help lists only: $cmds"
-
-# The man page as text, with overstrike removed, for the search.
+: "${SHARDTRAIN:?SHARDTRAIN is not set; run the test through make check}"
 need_cmd mandoc
-mandoc -Tascii -O width=200 "$man1" | sed 's/.\x08//g' >"$T/man1.txt" ||
-    fail "mandoc cannot render $man1"
 
-missing=
-for c in $cmds; do
-	say "shardtool $c --help: exit 0, and its options are in shardtool.1"
-	st help-$c "$c" --help
-	[ -s "$T/help-$c.out" ] || fail "shardtool $c --help prints nothing"
-	grep -qw -- "$c" "$T/man1.txt" || missing="$missing $c(command)"
-	for o in $(grep -o -- '--[a-z][a-z0-9-]*' "$T/help-$c.out" | sort -u); do
-		# A whole option: not followed by a letter, digit or dash.
-		grep -q -- "$o\([^a-z0-9-]\|$\)" "$T/man1.txt" ||
-		    missing="$missing $c:$o"
+man="$top_srcdir/man"
+
+# render PAGE: the page as text, overstrike removed, for searching.
+render() {
+	mandoc -Tascii -O width=200 "$man/$1" | sed 's/.\x08//g' >"$T/$1.txt" ||
+	    fail "mandoc cannot render $man/$1"
+}
+
+# in_page PAGE WORD...: each WORD appears whole in the rendered PAGE.
+in_page() {
+	local page=$1 w missing=
+	shift
+	for w in "$@"; do
+		# A whole word or option: not followed by a letter, digit or dash.
+		grep -q -- "$w\([^a-zA-Z0-9_-]\|$\)" "$T/$page.txt" ||
+		    missing="$missing $w"
 	done
-done
-[ -z "$missing" ] || fail "not in shardtool.1:$missing"
+	[ -z "$missing" ] || fail "not in $page:$missing"
+}
 
-say "mandoc -Tlint: no messages above STYLE"
+# check_cmd TOOL PAGE CMD...: each "TOOL CMD --help" exits 0 and its long
+# options are in PAGE; CMD "-" is the tool's default command.
+check_cmd() {
+	local bin=$1 page=$2 c tag args
+	shift 2
+	for c in "$@"; do
+		tag=help-$(basename "$bin")-${c#-}
+		args=("$c" --help)
+		[ "$c" = - ] && args=(--help)
+		say "$(basename "$bin") ${args[*]}: exit 0, and its options are in $page"
+		run_rc 0 "$tag" "$bin" "${args[@]}"
+		no_sanitizer_report "$tag"
+		[ -s "$T/$tag.out" ] || fail "$bin ${args[*]} prints nothing"
+		has "$tag.out" "usage: $(basename "$bin")"
+		for o in --quiet --verbose --help --version; do
+			has "$tag.out" "$o"
+		done
+		[ "$c" = - ] || in_page "$page" "$c"
+		# shellcheck disable=SC2046
+		in_page "$page" $(grep -o -- '--[a-z][a-z0-9-]*' "$T/$tag.out" | sort -u)
+		if [ "$c" != - ]; then
+			run_rc 0 "$tag.h" "$bin" help "$c"
+			cmp -s "$T/$tag.out" "$T/$tag.h.out" ||
+			    fail "$bin help $c differs from $bin $c --help"
+		fi
+	done
+}
+
+# same_language TOOL CMD SOURCE: the errors every tool words the same way.
+same_language() {
+	local bin=$1 c=$2 name tag
+	shift 2
+	name=$(basename "$bin")
+	say "$name: -V, --version, and usage errors worded as shardkit-cli(7) says"
+	for v in -V --version; do
+		run_rc 0 "ver$v" "$bin" "$v"
+		grep -qE "^$name \(shardkit\) [0-9]+\.[0-9]+" "$T/ver$v.out" ||
+		    fail "$name $v printed: $(cat "$T/ver$v.out")"
+	done
+	# shellcheck disable=SC2206
+	local cmd=($c)
+	[ "$c" = - ] && cmd=()
+	local prog="$name${cmd[*]:+ ${cmd[*]}}"
+	tag=bogus.$name
+	run_rc 2 "$tag" "$bin" "${cmd[@]}" "$@" --bogus
+	has "$tag.err" "$prog: --bogus: unknown option"
+	has "$tag.err" "usage: $name"
+	has "$tag.err" "Try '$prog --help'"
+	[ ! -s "$T/$tag.out" ] || fail "$name: a usage error wrote to stdout"
+	tag=noval.$name
+	run_rc 2 "$tag" "$bin" "${cmd[@]}" "$@" --workers
+	has "$tag.err" "$prog: --workers needs a value"
+	has "$tag.err" "usage: $name"
+	tag=badnum.$name
+	run_rc 2 "$tag" "$bin" "${cmd[@]}" "$@" --workers 0
+	has "$tag.err" "$prog: --workers 0: not a whole number from 1 to"
+	for tag in "ver-V" "ver--version" "bogus.$name" "noval.$name" \
+	    "badnum.$name"; do
+		no_sanitizer_report "$tag"
+	done
+}
+
+# --------------------------------------------------------------------------
+render shardtool.1
+say "shardtool: the command list, then each command"
+st sthelp --help
+has sthelp.out "usage: shardtool"
+cmds=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\).*/\1/p' "$T/sthelp.out")
+[ "$(echo "$cmds" | wc -w)" -ge 7 ] || fail "shardtool --help lists only: $cmds"
+# shellcheck disable=SC2086
+check_cmd "$SHARDTOOL" shardtool.1 $cmds
+same_language "$SHARDTOOL" pack cifar10 "$T/none" -o "$T/x-%06d.tar"
+st_rc 2 stnocmd
+has stnocmd.err "usage: shardtool"
+st_rc 2 stunk frobnicate
+has stunk.err "shardtool: frobnicate: not a command"
+run_rc 2 stsize "$SHARDTOOL" pack cifar10 "$T/none" -o "$T/x-%06d.tar" \
+    --max-size 12X
+has stsize.err "--max-size 12X: not a size such as 64M"
+
+render shardload.1
+say "shardload: the command list, then each command"
+sl slhelp --help
+slcmds=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\).*/\1/p' "$T/slhelp.out")
+[ "$(echo "$slcmds" | wc -w)" -eq 3 ] ||
+    fail "shardload --help lists the commands: $slcmds (want bench dump keys)"
+# shellcheck disable=SC2086
+check_cmd "$SHARDLOAD" shardload.1 $slcmds
+same_language "$SHARDLOAD" bench "$T/none.json"
+sl_rc 2 slnocmd
+is_sl_usage_error slnocmd
+sl_rc 2 slsize bench "$T/none.json" --prefetch 12X
+has slsize.err "--prefetch 12X: not a size such as 64M"
+# The environment variables shardload reads.
+in_page shardload.1 OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK \
+    PMI_SIZE PMIX_RANK PMIX_SIZE SLURM_PROCID SLURM_NTASKS \
+    OMPI_COMM_WORLD_LOCAL_SIZE SLURM_NTASKS_PER_NODE SHARDKIT_LOG
+
+render shardtrain.1
+say "shardtrain: training is the default command; info and report"
+check_cmd "$SHARDTRAIN" shardtrain.1 - info report
+same_language "$SHARDTRAIN" -
+in_page shardtrain.1 mpirun OMP_NUM_THREADS OMPI_COMM_WORLD_SIZE PMI_SIZE \
+    SLURM_NTASKS STRATEGIES CHECKPOINTS --global-batch
+run_rc 2 stnsize "$SHARDTRAIN" --prefetch 12X
+has stnsize.err "--prefetch 12X: not a size such as 64M"
+
+say "shardkit.5 documents the shard and manifest formats"
+render shardkit.5
+in_page shardkit.5 wids-shard-index-v1 nsamples filesize md5sum ustar
+
+say "shardkit-cli.7 documents the conventions"
+render shardkit-cli.7
+in_page shardkit-cli.7 schema --batch --global-batch --workers --quiet \
+    --verbose --version _bytes _seconds _per_second
+
+say "mandoc -Tlint: no messages above STYLE in any page"
 set +e
-mandoc -Tlint "$man1" "$man5" >"$T/lint" 2>&1
+mandoc -Tlint "$man"/*.[1-9] >"$T/lint" 2>&1
 set -e
 # Messages about the pages: "mandoc: FILE:LINE:COL: LEVEL: ...". Others (an
 # outdated system mandoc.db) are about this machine, not the pages.
 grep -E ': (WARNING|ERROR|UNSUPP|BADARG): ' "$T/lint" >"$T/lint.bad" || true
 if [ -s "$T/lint.bad" ]; then
 	cat "$T/lint.bad" >&2
-	fail "mandoc -Tlint reports the messages above"
-fi
-
-say "shardkit.5 documents the shard and manifest formats"
-mandoc -Tascii -O width=200 "$man5" | sed 's/.\x08//g' >"$T/man5.txt"
-for w in wids-shard-index-v1 nsamples filesize md5sum ustar; do
-	grep -qF -- "$w" "$T/man5.txt" || fail "shardkit.5 does not mention $w"
-done
-# shardload: its --help against shardload(1); shardload(1) and shardkit(3)
-# lint clean.
-sl_man="$top_srcdir/man/shardload.1"
-lib_man="$top_srcdir/man/shardkit.3"
-[ -f "$sl_man" ] || fail "$sl_man does not exist"
-[ -f "$lib_man" ] || fail "$lib_man does not exist"
-
-say "shardload --help and --version exit 0, no command exits 2"
-sl slhelp --help
-has slhelp.out "usage: shardload"
-sl slversion --version
-has slversion.out "shardload"
-sl_rc 2 slnocmd
-is_sl_usage_error slnocmd
-
-say "every command and long option of shardload --help is in shardload.1"
-mandoc -Tascii -O width=200 "$sl_man" | sed 's/.\x08//g' >"$T/slman.txt" ||
-    fail "mandoc cannot render $sl_man"
-slcmds=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\).*/\1/p' "$T/slhelp.out")
-[ "$(echo "$slcmds" | wc -w)" -eq 3 ] ||
-    fail "shardload --help lists the commands: $slcmds (want bench dump keys)"
-missing=
-for c in $slcmds; do
-	grep -qw -- "$c" "$T/slman.txt" || missing="$missing $c(command)"
-	sl "slhelp-$c" "$c" --help
-	cmp -s "$T/slhelp.out" "$T/slhelp-$c.out" ||
-	    fail "shardload $c --help differs from shardload --help"
-done
-slopts=$(grep -o -- '--[a-z][a-z0-9-]*' "$T/slhelp.out" | sort -u)
-[ "$(echo "$slopts" | wc -w)" -ge 30 ] ||
-    fail "shardload --help shows only these options: $slopts"
-for o in $slopts; do
-	grep -q -- "$o\([^a-z0-9-]\|$\)" "$T/slman.txt" || missing="$missing $o"
-done
-# The environment variables shardload reads.
-for v in OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE \
-    PMIX_RANK PMIX_SIZE SLURM_PROCID SLURM_NTASKS SHARDKIT_LOG; do
-	grep -qw -- "$v" "$T/slman.txt" || missing="$missing \$$v"
-done
-[ -z "$missing" ] || fail "not in shardload.1:$missing"
-
-say "mandoc -Tlint: no messages above STYLE in shardload.1 and shardkit.3"
-set +e
-mandoc -Tlint "$sl_man" "$lib_man" >"$T/sllint" 2>&1
-set -e
-grep -E ': (WARNING|ERROR|UNSUPP|BADARG): ' "$T/sllint" >"$T/sllint.bad" || true
-if [ -s "$T/sllint.bad" ]; then
-	cat "$T/sllint.bad" >&2
-	fail "mandoc -Tlint reports the messages above"
-fi
-mandoc -Tascii "$lib_man" >/dev/null || fail "mandoc cannot render $lib_man"
-# shardtrain: its --help (and report's) against shardtrain(1), which lints
-# clean.
-: "${SHARDTRAIN:?SHARDTRAIN is not set; run the test through make check}"
-stn_man="$top_srcdir/man/shardtrain.1"
-[ -f "$stn_man" ] || fail "$stn_man does not exist"
-[ -x "$SHARDTRAIN" ] || fail "$SHARDTRAIN is not built"
-
-say "shardtrain --help, --version and report --help exit 0; a bad option exits 2"
-run_rc 0 stnhelp "$SHARDTRAIN" --help
-has stnhelp.out "usage: shardtrain"
-run_rc 0 stnversion "$SHARDTRAIN" --version
-has stnversion.out "shardtrain"
-run_rc 0 stnrephelp "$SHARDTRAIN" report --help
-has stnrephelp.out "usage: shardtrain report"
-run_rc 2 stnbad "$SHARDTRAIN" --no-such-option
-has stnbad.err "usage:"
-run_rc 2 stnrepbad "$SHARDTRAIN" report --no-such-option
-has stnrepbad.err "usage:"
-for tag in stnhelp stnversion stnrephelp stnbad stnrepbad; do
-	no_sanitizer_report "$tag"
-done
-
-say "every command and long option of shardtrain --help is in shardtrain.1"
-mandoc -Tascii -O width=200 "$stn_man" | sed 's/.\x08//g' >"$T/stnman.txt" ||
-    fail "mandoc cannot render $stn_man"
-missing=
-for c in info report mpirun; do
-	grep -qw -- "$c" "$T/stnman.txt" || missing="$missing $c(command)"
-done
-stnopts=$(cat "$T/stnhelp.out" "$T/stnrephelp.out" |
-    grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
-[ "$(echo "$stnopts" | wc -w)" -ge 35 ] ||
-    fail "shardtrain --help shows only these options: $stnopts"
-for o in $stnopts; do
-	grep -q -- "$o\([^a-z0-9-]\|$\)" "$T/stnman.txt" || missing="$missing $o"
-done
-# What the page must name besides the options: the launcher variables,
-# the sections and the JSON layout's top level.
-for w in OMP_NUM_THREADS OMPI_COMM_WORLD_SIZE PMI_SIZE SLURM_NTASKS \
-    STRATEGIES CHECKPOINTS images_per_s wait_share loader_ips compute_ips; do
-	grep -qw -- "$w" "$T/stnman.txt" || missing="$missing $w"
-done
-[ -z "$missing" ] || fail "not in shardtrain.1:$missing"
-
-say "mandoc -Tlint: no messages above STYLE in shardtrain.1"
-set +e
-mandoc -Tlint "$stn_man" >"$T/stnlint" 2>&1
-set -e
-grep -E ': (WARNING|ERROR|UNSUPP|BADARG): ' "$T/stnlint" >"$T/stnlint.bad" || true
-if [ -s "$T/stnlint.bad" ]; then
-	cat "$T/stnlint.bad" >&2
 	fail "mandoc -Tlint reports the messages above"
 fi
 echo "PASS: help-man"
