@@ -39,7 +39,7 @@
 # other processes took meanwhile. One epoch per run. images/s is the rate
 # after the first batch: the images of every batch but the first over the
 # time from the first batch's arrival to the last one's (shardload's
-# images_per_sec_steady; torch_load.py measures the same way). Start-up
+# result.steady_images_per_second; torch_load.py measures the same way). Start-up
 # and time to the first batch are shown apart, and the end-to-end rate
 # (images over the process's whole wall time, imports and start-up
 # included) is given too.
@@ -464,14 +464,18 @@ run_case() {
 	case $c in
 	*-sl*)
 		read -r ips fb images skipped dropped bound mbs < <(getjson "$j" \
-		    images_per_sec_steady first_batch_s samples skipped \
-		    dropped memory_bound_bytes mb_per_sec)
+		    result.steady_images_per_second result.first_batch_seconds \
+		    result.samples result.skipped result.dropped \
+		    result.memory_bound_bytes result.bytes_per_second)
+		[ "$mbs" = NA ] ||
+		    mbs=$(awk -v b="$mbs" 'BEGIN { printf "%.3f", b / 1e6 }')
 		# the arrival of the first batch, if shardload does not say
 		if [ "$fb" = NA ]; then
-			# (wall_s runs from the start of `bench`, the steady
-			# window from the first batch, which is a full one)
-			fb=$(getjson "$j" wall_s images_per_sec_steady samples \
-			    config.batch | awk '
+			# (wall_seconds runs from the start of `bench`, the
+			# steady window from the first batch, a full one)
+			fb=$(getjson "$j" result.wall_seconds \
+			    result.steady_images_per_second result.samples \
+			    config.batch_per_rank | awk '
 			    $1 != "NA" && $2 != "NA" && $2 > 0 && $4 != "NA" {
 			    n1 = $3 < $4 ? $3 : $4
 			    printf "%.3f", $1 - ($3 - n1) / $2; next }
