@@ -38,7 +38,7 @@ ckpt_settings_make(const struct train_config *cfg, struct ckpt_settings *set,
 	char md5[33];
 
 	ckpt_settings_init(set);
-	ckpt_setting(set, "--batch", "%d", cfg->batch);
+	ckpt_setting(set, "--global-batch", "%d", cfg->batch);
 	ckpt_setting(set, "--seed", "%" PRIu64, cfg->seed);
 	ckpt_setting(set, "--image-size", "%d", cfg->model.image_size);
 	/* A manifest is known by its bytes, so the same shards may be read

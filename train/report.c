@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -23,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "cli.h"
 #include "report.h"
 #include "train.h"
 
@@ -297,222 +297,184 @@ report_print(const struct run_result *res, const struct train_config *cfg)
 
 /* A number, or null when unknown (negative) or not finite: JSON has no
  * NaN. */
-static json_t *
-jnum(double v, int known)
+/* A number, or null where it is not known. */
+static void
+jnum(struct cli_json *j, const char *key, double v, int known)
 {
-	if (!known || !isfinite(v))
-		return json_null();
-	return json_real(v);
+	if (known && isfinite(v))
+		cli_json_real(j, key, v);
+	else
+		cli_json_null(j, key);
 }
 
 /* A float from the command line as the decimal it was written as, not
  * its binary expansion (0.1, not 0.10000000149011612). */
-static json_t *
-jflt(float f)
+static void
+jflt(struct cli_json *j, const char *key, float f)
 {
 	char buf[32];
 
-	if (!isfinite(f))
-		return json_null();
 	snprintf(buf, sizeof buf, "%.7g", (double)f);
-	return json_real(strtod(buf, NULL));
+	jnum(j, key, strtod(buf, NULL), isfinite(f));
 }
 
-static const char *
-crop_name(enum sk_crop c)
-{
-	switch (c) {
-	case SK_CROP_RANDOM_RESIZED:
-		return "rrc";
-	case SK_CROP_CENTER:
-		return "center";
-	case SK_CROP_NONE:
-		return "none";
-	}
-	return "?";
-}
-
-static json_t *
-config_json(const struct run_result *res, const struct train_config *cfg)
+static void
+config_json(struct cli_json *j, const struct run_result *res,
+    const struct train_config *cfg)
 {
 	const struct model_config *m = &cfg->model;
 	const struct optim_config *o = &cfg->optim;
-	json_t *j, *arch;
+	int vit = m->family == MODEL_VIT;
 
-	if (m->family == MODEL_RESNET)
-		arch = json_pack("{s:i, s:o}", "depth", m->depth, "width",
-		    jflt(m->width));
+	cli_json_object(j, "config");
+	cli_json_str(j, "model", m->name);
+	cli_json_str(j, "family", vit ? "vit" : "resnet");
+	/* Every key in both families; null where it does not apply. */
+	cli_json_object(j, "arch");
+	if (vit) {
+		cli_json_null(j, "depth");
+		cli_json_null(j, "width");
+		cli_json_int(j, "patch", m->patch);
+		cli_json_int(j, "dim", m->dim);
+		cli_json_int(j, "layers", m->layers);
+		cli_json_int(j, "heads", m->heads);
+		cli_json_int(j, "mlp", m->mlp);
+	} else {
+		cli_json_int(j, "depth", m->depth);
+		jflt(j, "width", m->width);
+		cli_json_null(j, "patch");
+		cli_json_null(j, "dim");
+		cli_json_null(j, "layers");
+		cli_json_null(j, "heads");
+		cli_json_null(j, "mlp");
+	}
+	cli_json_end(j);
+	cli_json_int(j, "image_size", m->image_size);
+	cli_json_int(j, "classes", m->num_classes);
+	cli_json_str(j, "backend", cfg->backend);
+	cli_json_str(j, "strategy", strategy_name(cfg->strategy));
+	cli_json_int(j, "world", res->world);
+	cli_json_int(j, "batch_per_rank", res->world > 0 ?
+	    cfg->batch / res->world : cfg->batch);
+	cli_json_int(j, "global_batch", cfg->batch);
+	cli_json_str(j, "source", cfg->data);
+	cli_json_int(j, "epochs", cfg->epochs);
+	if (cfg->steps > 0)
+		cli_json_int(j, "steps", cfg->steps);
 	else
-		arch = json_pack("{s:i, s:i, s:i, s:i, s:i}", "patch", m->patch,
-		    "dim", m->dim, "layers", m->layers, "heads", m->heads,
-		    "mlp", m->mlp);
-	j = json_pack("{s:s, s:s, s:o, s:i, s:i, s:s, s:s, s:i, s:i, s:s, "
-	    "s:i, s:I}",
-	    "model", m->name,
-	    "family", m->family == MODEL_RESNET ? "resnet" : "vit",
-	    "arch", arch,
-	    "image_size", m->image_size,
-	    "classes", m->num_classes,
-	    "backend", cfg->backend,
-	    "strategy", strategy_name(cfg->strategy),
-	    "world", res->world,
-	    "batch", cfg->batch,
-	    "data", cfg->data,
-	    "epochs", cfg->epochs,
-	    "steps", (json_int_t)cfg->steps);
-	if (j == NULL)
-		return NULL;
-	json_object_set_new(j, "optimizer", json_pack("{s:s, s:o, s:o, s:b, "
-	    "s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o}",
-	    "kind", o->kind == OPTIM_SGD ? "sgd" : "adamw",
-	    "lr", jflt(o->lr),
-	    "momentum", jflt(o->momentum),
-	    "nesterov", o->nesterov,
-	    "beta1", jflt(o->beta1),
-	    "beta2", jflt(o->beta2),
-	    "eps", jflt(o->eps),
-	    "weight_decay", jflt(o->weight_decay),
-	    "clip", jflt(o->clip),
-	    "warmup", (json_int_t)o->warmup,
-	    "total", (json_int_t)o->total,
-	    "min_lr", jflt(o->min_lr)));
-	json_object_set_new(j, "label_smoothing", jflt(cfg->label_smoothing));
-	json_object_set_new(j, "loader", json_pack("{s:i, s:i, s:I, s:i, "
-	    "s:s, s:b}",
-	    "workers", cfg->loader.workers,
-	    "io_streams", cfg->loader.io_streams,
-	    "prefetch_bytes", (json_int_t)cfg->loader.prefetch_bytes,
-	    "shuffle", cfg->loader.shuffle,
-	    "crop", crop_name(cfg->loader.crop),
-	    "strict", cfg->loader.strict));
-	json_object_set_new(j, "threads", json_integer(cfg->threads));
-	json_object_set_new(j, "throttle", json_real(cfg->throttle));
-	json_object_set_new(j, "price_per_hour", json_real(cfg->price_per_hour));
-	json_object_set_new(j, "seed", json_integer((json_int_t)cfg->seed));
-	json_object_set_new(j, "checkpoint_activations",
-	    json_boolean(cfg->checkpoint_activations));
-	json_object_set_new(j, "ceiling_steps",
-	    json_integer((json_int_t)cfg->ceiling_steps));
-	return j;
+		cli_json_null(j, "steps");
+	cli_json_uint(j, "seed", cfg->seed);
+	cli_json_int(j, "workers", cfg->loader.workers);
+	cli_json_int(j, "threads", cfg->threads > 0 ? cfg->threads :
+	    cli_cpus_per_rank());
+	cli_json_object(j, "optimizer");
+	cli_json_str(j, "kind", o->kind == OPTIM_SGD ? "sgd" : "adamw");
+	jflt(j, "lr", o->lr);
+	jflt(j, "momentum", o->momentum);
+	cli_json_bool(j, "nesterov", o->nesterov);
+	jflt(j, "beta1", o->beta1);
+	jflt(j, "beta2", o->beta2);
+	jflt(j, "eps", o->eps);
+	jflt(j, "weight_decay", o->weight_decay);
+	jflt(j, "clip", o->clip);
+	cli_json_int(j, "warmup", o->warmup);
+	cli_json_int(j, "total", o->total);
+	jflt(j, "min_lr", o->min_lr);
+	cli_json_end(j);
+	jflt(j, "label_smoothing", cfg->label_smoothing);
+	cli_json_object(j, "loader");
+	cli_json_int(j, "io_streams", cfg->loader.io_streams);
+	cli_json_uint(j, "prefetch_bytes", cfg->loader.prefetch_bytes);
+	cli_json_int(j, "shuffle", cfg->loader.shuffle);
+	cli_json_str(j, "crop", cli_crop_name(cfg->loader.crop));
+	cli_json_bool(j, "flip", cfg->loader.flip);
+	cli_json_bool(j, "strict", cfg->loader.strict);
+	cli_json_end(j);
+	jnum(j, "throttle_images_per_second", cfg->throttle,
+	    cfg->throttle > 0);
+	jnum(j, "price_per_hour_usd", cfg->price_per_hour,
+	    cfg->price_per_hour > 0);
+	cli_json_bool(j, "checkpoint_activations",
+	    cfg->checkpoint_activations);
+	cli_json_int(j, "ceiling_steps", cfg->ceiling_steps);
+	cli_json_end(j);
 }
 
-static json_t *
-result_json(const struct run_result *res)
+static void
+result_json(struct cli_json *j, const struct run_result *res)
 {
 	const struct step_times *t = &res->t;
-	json_t *j;
+	const char *reasons[SK_SKIP_NREASONS];
+	int i;
 
-	j = json_pack("{s:o, s:o, s:I, s:I, s:o, s:{s:o, s:o, s:o, s:o, s:o, "
-	    "s:o, s:o}}",
-	    "images_per_s", jnum(res->images_per_s, 1),
-	    "seconds", jnum(res->seconds, 1),
-	    "steps", (json_int_t)res->steps,
-	    "images", (json_int_t)res->images,
-	    "wait_share", jnum(res->wait_share, 1),
-	    "times",
-	    "wait", jnum(t->wait, 1),
-	    "h2d", jnum(t->h2d, 1),
-	    "fwd", jnum(t->fwd, 1),
-	    "bwd", jnum(t->bwd, 1),
-	    "comm", jnum(t->comm, 1),
-	    "optim", jnum(t->optim, 1),
-	    "step", jnum(t->step, 1));
-	if (j == NULL)
-		return NULL;
-	json_object_set_new(j, "loader_ips",
-	    jnum(res->loader_ips, res->loader_ips >= 0));
-	json_object_set_new(j, "compute_ips",
-	    jnum(res->compute_ips, res->compute_ips >= 0));
-	json_object_set_new(j, "gemm_share",
-	    jnum(res->gemm_share, res->gemm_share >= 0));
-	json_object_set_new(j, "params", json_integer((json_int_t)res->params));
-	json_object_set_new(j, "gflops_per_image",
-	    jnum(res->gflops_per_image, 1));
-	json_object_set_new(j, "peak_param_mib", jnum(res->peak_param_mib, 1));
-	json_object_set_new(j, "peak_rss_mib", jnum(res->peak_rss_mib, 1));
-	json_object_set_new(j, "cost_per_epoch",
-	    jnum(res->cost_per_epoch, res->cost_per_epoch >= 0));
-	json_object_set_new(j, "first_loss", jnum(res->first_loss, 1));
-	json_object_set_new(j, "last_loss", jnum(res->last_loss, 1));
-	json_object_set_new(j, "skipped", json_integer((json_int_t)res->skipped));
-	json_object_set_new(j, "verdict", json_string(verdict_name(res->verdict)));
-	json_object_set_new(j, "bound_stage", res->bound_stage[0] != '\0' ?
-	    json_string(res->bound_stage) : json_null());
-	json_object_set_new(j, "reason", json_string(res->reason));
-	json_object_set_new(j, "hint", json_string(res->hint));
-	return j;
+	for (i = 0; i < SK_SKIP_NREASONS; i++)
+		reasons[i] = sk_skip_reason_name(i);
+	cli_json_object(j, "result");
+	cli_json_int(j, "steps", res->steps);
+	cli_json_uint(j, "images", res->images);
+	cli_json_uint(j, "samples", res->samples);
+	cli_json_skips(j, res->skipped_by, reasons, SK_SKIP_NREASONS);
+	jnum(j, "wall_seconds", res->seconds, 1);
+	jnum(j, "images_per_second", res->images_per_s, 1);
+	jnum(j, "wait_share", res->wait_share, 1);
+	cli_json_object(j, "stage_seconds");
+	jnum(j, "data_wait", t->wait, 1);
+	jnum(j, "h2d", t->h2d, 1);
+	jnum(j, "forward", t->fwd, 1);
+	jnum(j, "backward", t->bwd, 1);
+	jnum(j, "comm", t->comm, 1);
+	jnum(j, "optimizer", t->optim, 1);
+	jnum(j, "step", t->step, 1);
+	cli_json_end(j);
+	jnum(j, "loader_images_per_second", res->loader_ips,
+	    res->loader_ips >= 0);
+	jnum(j, "compute_images_per_second", res->compute_ips,
+	    res->compute_ips >= 0);
+	jnum(j, "gemm_share", res->gemm_share, res->gemm_share >= 0);
+	cli_json_uint(j, "params", res->params);
+	jnum(j, "gflops_per_image", res->gflops_per_image, 1);
+	jnum(j, "peak_param_bytes", floor(res->peak_param_mib * 1048576.0),
+	    1);
+	jnum(j, "peak_rss_bytes", floor(res->peak_rss_mib * 1048576.0), 1);
+	jnum(j, "cost_per_epoch_usd", res->cost_per_epoch,
+	    res->cost_per_epoch >= 0);
+	jnum(j, "first_loss", res->first_loss, 1);
+	jnum(j, "last_loss", res->last_loss, 1);
+	cli_json_str(j, "verdict", verdict_name(res->verdict));
+	cli_json_str(j, "bound_stage", res->bound_stage[0] != '\0' ?
+	    res->bound_stage : NULL);
+	cli_json_str(j, "reason", res->reason);
+	cli_json_str(j, "hint", res->hint);
+	cli_json_end(j);
 }
 
-/* The errno for an SK_E* code, for report_write_json's callers. */
-static int
-errno_of(int code)
-{
-	switch (code) {
-	case SK_ENOENT:
-		return ENOENT;
-	case SK_EACCES:
-		return EACCES;
-	case SK_ENOSPC:
-		return ENOSPC;
-	case SK_ENOMEM:
-		return ENOMEM;
-	case SK_EINVAL:
-		return EINVAL;
-	}
-	return EIO;
-}
-
-int
+void
 report_write_json(const char *path, const struct run_result *res,
     const struct train_config *cfg)
 {
-	struct sk_error serr;
-	json_t *root = NULL, *epochs;
-	char *text = NULL;
-	int i, rc = -1, err = ENOMEM;
+	struct cli_json *j;
+	int i;
 
-	epochs = json_array();
-	for (i = 0; epochs != NULL && i < res->nepochs; i++) {
+	j = cli_json_open(path);
+	config_json(j, res, cfg);
+	result_json(j, res);
+	cli_json_array(j, "epochs");
+	for (i = 0; i < res->nepochs; i++) {
 		const struct epoch_result *e = &res->epochs[i];
 
-		if (json_array_append_new(epochs, json_pack("{s:i, s:I, s:I, "
-		    "s:o, s:o, s:o, s:o, s:o}",
-		    "epoch", e->epoch,
-		    "steps", (json_int_t)e->steps,
-		    "images", (json_int_t)e->images,
-		    "seconds", jnum(e->seconds, 1),
-		    "images_per_s", jnum(e->images_per_s, 1),
-		    "wait_share", jnum(e->wait_share, 1),
-		    "cost", jnum(e->cost, e->cost >= 0),
-		    "loss", jnum(e->loss, 1))) != 0)
-			goto out;
+		cli_json_object(j, NULL);
+		cli_json_int(j, "epoch", e->epoch);
+		cli_json_int(j, "steps", e->steps);
+		cli_json_uint(j, "images", e->images);
+		jnum(j, "wall_seconds", e->seconds, 1);
+		jnum(j, "images_per_second", e->images_per_s, 1);
+		jnum(j, "wait_share", e->wait_share, 1);
+		jnum(j, "cost_usd", e->cost, e->cost >= 0);
+		jnum(j, "loss", e->loss, 1);
+		cli_json_end(j);
 	}
-	root = json_pack("{s:i, s:o, s:o, s:o}", "shardtrain", 1,
-	    "config", config_json(res, cfg), "result", result_json(res),
-	    "epochs", epochs);
-	epochs = NULL;			/* json_pack took it, even on failure */
-	if (root == NULL)
-		goto out;
-
-	if ((text = json_dumps(root, JSON_INDENT(2) |
-	    JSON_REAL_PRECISION(15))) == NULL)
-		goto out;
-	/* The one atomic writer: a symlink or file planted at PATH or at any
-	 * temporary name beside it is never written through. */
-	if ((rc = sk_atomic_write_file(path, text, strlen(text), 0,
-	    &serr)) != 0) {
-		err = errno_of(rc);
-		rc = -1;
-		goto out;
-	}
-	rc = 0;
-out:
-	json_decref(epochs);
-	json_decref(root);
-	free(text);
-	if (rc != 0)
-		errno = err;
-	return rc;
+	cli_json_end(j);
+	cli_json_close(j);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -525,20 +487,6 @@ out:
  * private folder, on a fixed script; the runs reach it only through a
  * data file whose labels are cut down to a safe set.
  */
-
-static const char report_usage[] =
-    "usage: shardtrain report [--plot FILE.png|FILE.svg] RUN.json...\n";
-
-static const char report_help[] =
-    "usage: shardtrain report [--plot FILE.png|FILE.svg] RUN.json...\n"
-    "\n"
-    "Compare runs from the files shardtrain --json wrote: one line per run\n"
-    "with its model, strategy, ranks, data source, images/s, epoch time,\n"
-    "data-wait share, cost per epoch and verdict.\n"
-    "\n"
-    "  --plot FILE     also draw images/s and the data-wait share of each\n"
-    "                  run with gnuplot, as PNG or SVG by FILE's extension\n"
-    "  -h, --help      this help\n";
 
 /* ------------------------------------------------------------------------ */
 /* escaping                                                                 */
@@ -695,7 +643,7 @@ rmsg(const char *fmt, ...)
 		len = 0;
 	esc_copy(shown, sizeof shown, raw, (size_t)len < sizeof raw ?
 	    (size_t)len : sizeof raw - 1, 0);
-	fprintf(stderr, "shardtrain: report: %s\n", shown);
+	fprintf(stderr, "%s: %s\n", cli_prog(), shown);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -892,10 +840,17 @@ report_read_run(const char *name, const char *buf, size_t len,
 		    "object", name, type_name(root));
 		goto out;
 	}
-	if ((v = field(root, "shardtrain", W_INT, name, msg, msglen)) == NULL)
+	if ((v = json_object_get(root, "schema")) == NULL) {
+		snprintf(msg, msglen, "%s: no \"schema\": not a shardtrain "
+		    "--json run of schema 1 (an older shardtrain? run it "
+		    "again)", name);
+		goto out;
+	}
+	if ((v = field(root, "schema", W_INT, name, msg, msglen)) == NULL)
 		goto out;
 	if ((version = json_integer_value(v)) != 1) {
-		snprintf(msg, msglen, "%s: shardtrain: JSON version %lld, not 1",
+		snprintf(msg, msglen, "%s: schema %lld, not 1: written by "
+		    "another shardtrain version; run it again with this one",
 		    name, (long long)version);
 		goto out;
 	}
@@ -907,7 +862,7 @@ report_read_run(const char *name, const char *buf, size_t len,
 	    msglen)) == NULL)
 		goto out;
 	strategy = json_string_value(v);
-	if ((v = field(root, "config.data", W_STRING, name, msg,
+	if ((v = field(root, "config.source", W_STRING, name, msg,
 	    msglen)) == NULL)
 		goto out;
 	data = json_string_value(v);
@@ -919,17 +874,17 @@ report_read_run(const char *name, const char *buf, size_t len,
 		    (long long)world);
 		goto out;
 	}
-	if (number_field(root, "result.images_per_s", 0, BIG, &ips, name,
+	if (number_field(root, "result.images_per_second", 0, BIG, &ips, name,
 	    msg, msglen) != 0 ||
-	    number_field(root, "result.seconds", 0, BIG, &seconds, name,
+	    number_field(root, "result.wall_seconds", 0, BIG, &seconds, name,
 	    msg, msglen) != 0 ||
 	    number_field(root, "result.wait_share", 0, 1, &wait, name,
 	    msg, msglen) != 0)
 		goto out;
-	if ((v = field(root, "result.cost_per_epoch", W_NUMBER_OR_NULL, name,
+	if ((v = field(root, "result.cost_per_epoch_usd", W_NUMBER_OR_NULL, name,
 	    msg, msglen)) == NULL)
 		goto out;
-	if (json_is_number(v) && number_field(root, "result.cost_per_epoch",
+	if (json_is_number(v) && number_field(root, "result.cost_per_epoch_usd",
 	    0, BIG, &cost, name, msg, msglen) != 0)
 		goto out;
 	if ((v = field(root, "result.verdict", W_STRING, name, msg,
@@ -952,10 +907,10 @@ report_read_run(const char *name, const char *buf, size_t len,
 			    "object, got %s", name, i, type_name(e));
 			goto out;
 		}
-		v = json_object_get(e, "seconds");
+		v = json_object_get(e, "wall_seconds");
 		if (!json_is_number(v) || !((s = json_number_value(v)) >= 0 &&
 		    s <= BIG)) {
-			snprintf(msg, msglen, "%s: epochs[%zu].seconds: expected "
+			snprintf(msg, msglen, "%s: epochs[%zu].wall_seconds: expected "
 			    "a number from 0 to %g, got %s", name, i, BIG,
 			    v != NULL ? type_name(v) : "nothing");
 			goto out;
@@ -1332,54 +1287,59 @@ has_suffix(const char *s, const char *suffix)
 	return a > b && strcasecmp(s + a - b, suffix) == 0;
 }
 
+static const char *report_plot;
+
+static void
+report_set(void *ctx, const struct cli_option *o, const struct cli_value *v)
+{
+	(void)ctx;
+	(void)o;
+	report_plot = v->s;
+}
+
+static const struct cli_option report_opts[] = {
+	{ "plot", 0, 1, CLI_STRING, "FILE",
+	    "also draw images/s and the data-wait share of each\n"
+	    "run with gnuplot, as PNG or SVG by FILE's extension", 0, 0, NULL,
+	    0 },
+	{ NULL, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
+};
+
+static const struct cli_group report_groups[] = {
+	{ "report", report_opts }, { NULL, NULL }
+};
+
+const struct cli_command report_command = {
+	"report", "report [--plot FILE.png|FILE.svg] RUN.json...",
+	"compare the runs of several --json files",
+	"Compare runs from the files shardtrain --json wrote: one line per run\n"
+	"with its model, strategy, ranks, data source, images/s, epoch time,\n"
+	"data-wait share, cost per epoch and verdict.\n",
+	report_groups, 1, -1, report_main
+};
+
+/* "shardtrain report [--plot FILE] RUN.json...": argv[0] is "report". */
 int
 report_main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "plot", required_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
 	struct run_row *rows = NULL;
-	const char *plot = NULL;
-	char msg[1024];
-	int c, i, n, bad = 0, svg = 0, rc = 1;
+	const char *plot;
+	char msg[1024], **runs;
+	int i, n, first, bad = 0, svg = 0, rc = 1;
 
-	optind = 0;			/* a fresh scan: main() used getopt */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			plot = optarg;
-			break;
-		case 'h':
-			fputs(report_help, stdout);
-			return 0;
-		case ':':
-			rmsg("%s needs a value", argv[optind - 1]);
-			fputs(report_usage, stderr);
-			return 2;
-		default:
-			rmsg("unknown option %s", argv[optind - 1]);
-			fputs(report_usage, stderr);
-			return 2;
-		}
-	}
+	report_plot = NULL;
+	first = cli_parse(&report_command, argc, argv, report_set, NULL);
+	plot = report_plot;
+	runs = argv + first;
+	n = argc - first;
+
 	if (plot != NULL) {
 		if (has_suffix(plot, ".svg"))
 			svg = 1;
 		else if (!has_suffix(plot, ".png")) {
-			rmsg("--plot %s: the name must end in .png or .svg",
-			    plot);
-			fputs(report_usage, stderr);
-			return 2;
+			usage_error("--plot %s: the name must end in .png or "
+			    ".svg", plot);
 		}
-	}
-	n = argc - optind;
-	if (n < 1) {
-		rmsg("no run given");
-		fputs(report_usage, stderr);
-		return 2;
 	}
 	if ((rows = calloc((size_t)n, sizeof *rows)) == NULL) {
 		rmsg("out of memory");
@@ -1388,7 +1348,7 @@ report_main(int argc, char **argv)
 	/* Every bad run is named, not only the first; a table over the
 	 * others would hide that one is missing. */
 	for (i = 0; i < n; i++)
-		if (report_load_run(argv[optind + i], &rows[i], msg,
+		if (report_load_run(runs[i], &rows[i], msg,
 		    sizeof msg) != 0) {
 			rmsg("%s", msg);
 			bad++;

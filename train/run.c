@@ -24,6 +24,7 @@
 #include "ckpt_file.h"
 #include "comm.h"
 #include "cpu/cpu.h"
+#include "cli.h"
 #include "train.h"
 
 /* An epoch of synthetic data: CIFAR-10's training set. */
@@ -263,10 +264,15 @@ loader_summary(struct data *d, struct run_result *res)
 {
 	struct sk_loader_stats st;
 	double dec, io;
+	int i;
 
 	if (sk_loader_stats(d->l, &st) < 0)
 		return;
+
 	res->skipped = st.skipped_total;
+	res->samples = st.samples;
+	for (i = 0; i < SK_SKIP_NREASONS; i++)
+		res->skipped_by[i] = st.skipped[i];
 	dec = st.workers > 0 && st.wall > 0 ? st.decode_busy /
 	    (st.workers * st.wall) : 0;
 	io = st.io_streams > 0 && st.wall > 0 ? st.io_busy /
@@ -361,7 +367,7 @@ check_config(struct run *r)
 	FIELD("--classes", "%d", cfg->model.num_classes);
 	FIELD("--backend", "%s", cfg->backend);
 	FIELD("--strategy", "%d", (int)cfg->strategy);
-	FIELD("--batch", "%d", cfg->batch);
+	FIELD("--global-batch", "%d", cfg->batch);
 	FIELD("--data", "%.150s", cfg->data);
 	FIELD("--epochs", "%d", cfg->epochs);
 	FIELD("--steps", "%ld", cfg->steps);
@@ -641,7 +647,7 @@ train_run(const struct train_config *cfg, struct comm *c,
 
 	if (cfg->batch % r->world != 0) {
 		if (r->rank == 0)
-			fprintf(stderr, "shardtrain: --batch %d does not "
+			fprintf(stderr, "shardtrain: --global-batch %d does not "
 			    "divide across %d ranks: use a multiple of %d "
 			    "(e.g. %d)\n", cfg->batch, r->world, r->world,
 			    (cfg->batch / r->world + 1) * r->world);
@@ -656,11 +662,8 @@ train_run(const struct train_config *cfg, struct comm *c,
 
 	r->be = backend_cpu();
 	threads = cfg->threads;
-	if (threads <= 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = n > r->world ? (int)(n / r->world) : 1;
-	}
+	if (threads <= 0)
+		threads = cli_cpus_per_rank();
 	r->be->set_threads(threads);
 
 	/* the model, its memory, the strategy and the optimizer */
@@ -853,12 +856,20 @@ train_run(const struct train_config *cfg, struct comm *c,
 	if (cfg->profile && r->rank == 0)
 		print_profile(r, res->steps);
 	if (!r->synthetic) {
-		double v;
+		double v[SK_SKIP_NREASONS + 2];
+		int i;
 
 		loader_summary(&d, res);
-		v = (double)res->skipped;
-		comm_sum_double(c, &v, 1);
-		res->skipped = (uint64_t)v;
+		/* Counts below 2^53 are exact in a double. */
+		v[0] = (double)res->skipped;
+		v[1] = (double)res->samples;
+		for (i = 0; i < SK_SKIP_NREASONS; i++)
+			v[2 + i] = (double)res->skipped_by[i];
+		comm_sum_double(c, v, SK_SKIP_NREASONS + 2);
+		res->skipped = (uint64_t)v[0];
+		res->samples = (uint64_t)v[1];
+		for (i = 0; i < SK_SKIP_NREASONS; i++)
+			res->skipped_by[i] = (uint64_t)v[2 + i];
 	}
 	data_close(&d);
 

@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,231 +14,181 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "cli.h"
 #include "comm.h"
 #include "train.h"
 
-static const char *progname = "shardtrain";
 static struct comm *comm;		/* for a clean exit under mpirun */
 
-static const char usage_short[] =
-"usage: shardtrain [options]\n"
-"       shardtrain info [--model M] [--image-size N] [--classes K] [--width X]\n"
-"       shardtrain report [--plot FILE.png|FILE.svg] RUN.json...\n";
-
-static const char usage_long[] =
-"usage: shardtrain [options]                     train and report the bound\n"
-"       shardtrain info [--model M] [--image-size N] [--classes K] [--width X]\n"
-"       shardtrain report [--plot FILE.png|FILE.svg] RUN.json...\n"
-"       mpirun -np N shardtrain --strategy ddp|fsdp [options]\n"
-"\n"
+static const char about[] =
 "Trains a ResNet or a ViT on shards streamed by the shardkit loader (or on\n"
 "synthetic data), times every step by stage, then measures the compute\n"
 "alone and the loader alone and says whether training is input-bound or\n"
-"compute-bound.\n"
-"\n"
-"model:\n"
-"  --model NAME           resnet18|34|50|101|152, vit-ti|s|b|l|h|g|G with a\n"
-"                         patch size: vit-l16, vit-h14, vit-ti4 (resnet18)\n"
-"  --width X              ResNet width multiplier (1)\n"
-"  --dim D, --depth N, --heads H, --mlp M\n"
-"                         override a ViT's width, blocks, heads and MLP\n"
-"                         width, for small variants\n"
-"  --image-size N         input side in pixels (224)\n"
-"  --classes K            classes (from the manifest, else 1000; synthetic: 10)\n"
-"  --backend cpu          where to compute (cpu)\n"
-"  --strategy S           single|ddp|fsdp (single for 1 rank, else ddp)\n"
-"  --checkpoint-activations  recompute each block's activations in backward\n"
-"  --threads N            compute threads per rank (cores / ranks)\n"
-"\n"
-"data:\n"
-"  --data SRC             a URL pattern, a manifest (.json) or \"synthetic\"\n"
-"                         (synthetic)\n"
-"  --batch N              global batch, divided across ranks (256)\n"
-"  --epochs E             epochs to train (1)\n"
-"  --steps S              stop after S steps instead\n"
-"  --workers N            loader decode threads (cores)\n"
-"  --io-streams N         shards read at once (2)\n"
-"  --prefetch SIZE        loader readahead bytes (64M)\n"
-"  --shuffle N            shuffle buffer in samples (0 = none)\n"
-"  --crop C               random-resized|center|none (random-resized)\n"
-"  --strict               a bad sample stops the run\n"
-"  --throttle IMG/S       cap the data at this many images/s (what-if)\n"
-"\n"
-"optimizer:\n"
-"  --optimizer sgd|adamw  (sgd for ResNet, adamw for ViT)\n"
-"  --lr X                 peak learning rate (sgd 0.1, adamw 1e-3, x batch/256)\n"
-"  --momentum X           SGD momentum (0.9)\n"
-"  --no-nesterov          plain momentum instead of Nesterov\n"
-"  --weight-decay X       (sgd 1e-4, adamw 0.05); never on norms and biases\n"
-"  --warmup N             linear warmup steps (0)\n"
-"  --label-smoothing X    (0.1)\n"
-"  --clip X               max global gradient norm, 0 = off (sgd 0, adamw 1)\n"
-"  --seed N               initialisation and data order (0)\n"
-"\n"
-"run:\n"
-"  --checkpoint-dir DIR   save model, optimizer and loader position here\n"
-"  --checkpoint-every N   steps between checkpoints (at the end only)\n"
-"  --resume               continue from the newest checkpoint in the dir\n"
-"  --ceiling-steps N      steps for each of the two ceilings (10; 0 = skip)\n"
-"  --price-per-hour USD   price of the whole job, for cost per epoch\n"
-"  --json FILE            write the config, per-epoch figures and verdict\n"
-"  --dump-params FILE     write the final parameters (raw fp32, flat)\n"
-"  --losses FILE          write every step's loss, one per line\n"
-"  --log-every N          steps between progress lines (10; 0 = none)\n"
-"  --profile              time every layer kind and print where steps go\n"
-"  -q, --quiet            only the final report\n"
-"  -h, --help             this help\n"
-"  -V, --version          the version\n";
+"compute-bound. Under mpirun -np N it trains with --strategy ddp or fsdp;\n"
+"--batch is per rank.\n";
 
-static void
-usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-
-static void
-usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (comm == NULL || comm_rank(comm) == 0) {
-		va_start(ap, fmt);
-		fprintf(stderr, "%s: ", progname);
-		vfprintf(stderr, fmt, ap);
-		fprintf(stderr, "\n%s", usage_short);
-		va_end(ap);
-	}
-	if (comm)
-		comm_close(comm);
-	exit(2);
-}
+/* ------------------------------------------------------------------------ */
+/* options                                                                  */
 
 enum {
-	O_MODEL = 256, O_WIDTH, O_SIZE, O_CLASSES, O_BACKEND, O_STRATEGY,
-	O_CKACT, O_THREADS, O_DATA, O_BATCH, O_EPOCHS, O_STEPS, O_WORKERS,
-	O_IO, O_PREFETCH, O_SHUFFLE, O_CROP, O_STRICT, O_THROTTLE, O_OPTIM,
-	O_LR, O_MOMENTUM, O_NONESTEROV, O_WD, O_WARMUP, O_SMOOTH, O_CLIP,
-	O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_CEIL, O_PRICE, O_JSON,
-	O_DUMP, O_LOSSES, O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP, O_PROFILE
+	O_MODEL = 1, O_WIDTH, O_CLASSES, O_BACKEND, O_STRATEGY, O_CKACT,
+	O_THREADS, O_DATA, O_GBATCH, O_STEPS, O_THROTTLE, O_OPTIM, O_LR,
+	O_MOMENTUM, O_NONESTEROV, O_WD, O_WARMUP, O_SMOOTH, O_CLIP, O_CKDIR,
+	O_CKEVERY, O_RESUME, O_CEIL, O_PRICE, O_JSON, O_DUMP, O_LOSSES,
+	O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP, O_PROFILE, O_PLOT
 };
 
-static const struct option longopts[] = {
-	{ "model", required_argument, NULL, O_MODEL },
-	{ "width", required_argument, NULL, O_WIDTH },
-	{ "dim", required_argument, NULL, O_DIM },
-	{ "depth", required_argument, NULL, O_DEPTH },
-	{ "heads", required_argument, NULL, O_HEADS },
-	{ "mlp", required_argument, NULL, O_MLP },
-	{ "image-size", required_argument, NULL, O_SIZE },
-	{ "classes", required_argument, NULL, O_CLASSES },
-	{ "backend", required_argument, NULL, O_BACKEND },
-	{ "strategy", required_argument, NULL, O_STRATEGY },
-	{ "checkpoint-activations", no_argument, NULL, O_CKACT },
-	{ "threads", required_argument, NULL, O_THREADS },
-	{ "data", required_argument, NULL, O_DATA },
-	{ "batch", required_argument, NULL, O_BATCH },
-	{ "epochs", required_argument, NULL, O_EPOCHS },
-	{ "steps", required_argument, NULL, O_STEPS },
-	{ "workers", required_argument, NULL, O_WORKERS },
-	{ "io-streams", required_argument, NULL, O_IO },
-	{ "prefetch", required_argument, NULL, O_PREFETCH },
-	{ "shuffle", required_argument, NULL, O_SHUFFLE },
-	{ "crop", required_argument, NULL, O_CROP },
-	{ "strict", no_argument, NULL, O_STRICT },
-	{ "throttle", required_argument, NULL, O_THROTTLE },
-	{ "optimizer", required_argument, NULL, O_OPTIM },
-	{ "lr", required_argument, NULL, O_LR },
-	{ "momentum", required_argument, NULL, O_MOMENTUM },
-	{ "no-nesterov", no_argument, NULL, O_NONESTEROV },
-	{ "weight-decay", required_argument, NULL, O_WD },
-	{ "warmup", required_argument, NULL, O_WARMUP },
-	{ "label-smoothing", required_argument, NULL, O_SMOOTH },
-	{ "clip", required_argument, NULL, O_CLIP },
-	{ "seed", required_argument, NULL, O_SEED },
-	{ "checkpoint-dir", required_argument, NULL, O_CKDIR },
-	{ "checkpoint-every", required_argument, NULL, O_CKEVERY },
-	{ "resume", no_argument, NULL, O_RESUME },
-	{ "ceiling-steps", required_argument, NULL, O_CEIL },
-	{ "price-per-hour", required_argument, NULL, O_PRICE },
-	{ "json", required_argument, NULL, O_JSON },
-	{ "dump-params", required_argument, NULL, O_DUMP },
-	{ "losses", required_argument, NULL, O_LOSSES },
-	{ "log-every", required_argument, NULL, O_LOGEVERY },
-	{ "profile", no_argument, NULL, O_PROFILE },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
+static const char *const backends[] = { "cpu", "cuda", NULL };
+static const char *const strategies[] = { "single", "ddp", "fsdp", NULL };
+static const char *const optimizers[] = { "sgd", "adamw", NULL };
+
+#define OPT(name, id, type, arg, help, min, max) \
+	{ name, 0, id, type, arg, help, min, max, NULL, 0 }
+#define CHOICE(name, id, arg, help, list) \
+	{ name, 0, id, CLI_CHOICE, arg, help, 0, 0, list, 0 }
+#define END { NULL, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
+
+static const struct cli_option model_opts[] = {
+	OPT("model", O_MODEL, CLI_STRING, "NAME",
+	    "resnet18|34|50|101|152, vit-ti|s|b|l|h|g|G with a\n"
+	    "patch size: vit-l16, vit-h14, vit-ti4 (resnet18)", 0, 0),
+	OPT("width", O_WIDTH, CLI_REAL, "X", "ResNet width multiplier (1)",
+	    1e-3, 64),
+	OPT("dim", O_DIM, CLI_INT, "D", "override a ViT's width", 1, 65536),
+	OPT("depth", O_DEPTH, CLI_INT, "N", "override a ViT's blocks", 1,
+	    4096),
+	OPT("heads", O_HEADS, CLI_INT, "H", "override a ViT's heads", 1,
+	    4096),
+	OPT("mlp", O_MLP, CLI_INT, "M", "override a ViT's MLP width", 1,
+	    1 << 20),
+	OPT("classes", O_CLASSES, CLI_INT, "K",
+	    "classes (from the manifest, else 1000; synthetic: 10)", 1,
+	    1 << 24),
+	CHOICE("backend", O_BACKEND, "cpu", "where to compute (cpu)",
+	    backends),
+	CHOICE("strategy", O_STRATEGY, "single|ddp|fsdp",
+	    "(single for 1 rank, else ddp)", strategies),
+	OPT("checkpoint-activations", O_CKACT, CLI_FLAG, NULL,
+	    "recompute each block's activations in backward", 0, 0),
+	OPT("threads", O_THREADS, CLI_INT, "N",
+	    "compute threads (this rank's CPUs; under mpirun\n"
+	    "or srun, shared among the node's ranks)", 1, 4096),
+	END
 };
 
-static const char *
-optname(int c)
-{
-	const struct option *o;
+static const struct cli_option train_data_opts[] = {
+	OPT("data", O_DATA, CLI_STRING, "SRC",
+	    "a URL pattern, a manifest (.json) or \"synthetic\"\n"
+	    "(synthetic)", 0, 0),
+	OPT("global-batch", O_GBATCH, CLI_INT, "N",
+	    "the batch of all ranks together, instead of\n"
+	    "--batch; it must divide by the ranks", 1, 1 << 30),
+	OPT("steps", O_STEPS, CLI_INT, "S", "stop after S steps instead of "
+	    "--epochs", 1, 1e12),
+	OPT("throttle", O_THROTTLE, CLI_REAL, "IMG/S",
+	    "cap the data at this many images/s (what-if)", 1e-3, 1e9),
+	END
+};
 
-	for (o = longopts; o->name != NULL; o++)
-		if (o->val == c)
-			return o->name;
-	return "?";
-}
+static const struct cli_option optim_opts[] = {
+	CHOICE("optimizer", O_OPTIM, "sgd|adamw",
+	    "(sgd for ResNet, adamw for ViT)", optimizers),
+	OPT("lr", O_LR, CLI_REAL, "X",
+	    "peak learning rate (sgd 0.1, adamw 1e-3,\n"
+	    "x global batch/256)", 0, 1e3),
+	OPT("momentum", O_MOMENTUM, CLI_REAL, "X", "SGD momentum (0.9)", 0,
+	    1),
+	OPT("no-nesterov", O_NONESTEROV, CLI_FLAG, NULL,
+	    "plain momentum instead of Nesterov", 0, 0),
+	OPT("weight-decay", O_WD, CLI_REAL, "X",
+	    "(sgd 1e-4, adamw 0.05); never on norms and biases", 0, 10),
+	OPT("warmup", O_WARMUP, CLI_INT, "N", "linear warmup steps (0)", 0,
+	    1e12),
+	OPT("label-smoothing", O_SMOOTH, CLI_REAL, "X", "(0.1)", 0, 1),
+	OPT("clip", O_CLIP, CLI_REAL, "X",
+	    "max global gradient norm, 0 = off (sgd 0, adamw 1)", 0, 1e9),
+	END
+};
 
-static long long
-num(int c, const char *s, long long min, long long max)
-{
-	char *end;
-	long long v;
+static const struct cli_option run_opts[] = {
+	OPT("checkpoint-dir", O_CKDIR, CLI_STRING, "DIR",
+	    "save model, optimizer and loader position here", 0, 0),
+	OPT("checkpoint-every", O_CKEVERY, CLI_INT, "N",
+	    "steps between checkpoints (at the end only)", 1, 1e12),
+	OPT("resume", O_RESUME, CLI_FLAG, NULL,
+	    "continue from the newest checkpoint in the dir", 0, 0),
+	OPT("ceiling-steps", O_CEIL, CLI_INT, "N",
+	    "steps for each of the two ceilings (10; 0 = skip)", 0, 1 << 20),
+	OPT("price-per-hour", O_PRICE, CLI_REAL, "USD",
+	    "price of the whole job, for cost per epoch", 0, 1e6),
+	OPT("json", O_JSON, CLI_STRING, "FILE",
+	    "write the config, per-epoch figures and verdict\n"
+	    "(- for stdout; the report then goes to stderr)", 0, 0),
+	OPT("dump-params", O_DUMP, CLI_STRING, "FILE",
+	    "write the final parameters (raw fp32, flat)", 0, 0),
+	OPT("losses", O_LOSSES, CLI_STRING, "FILE",
+	    "write every step's loss, one per line", 0, 0),
+	OPT("log-every", O_LOGEVERY, CLI_INT, "N",
+	    "steps between progress lines (10; 0 = none)", 0, 1 << 30),
+	OPT("profile", O_PROFILE, CLI_FLAG, NULL,
+	    "time every layer kind and print where steps go", 0, 0),
+	END
+};
 
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
-		usage_error("--%s %s: not a whole number in %lld..%lld",
-		    optname(c), s, min, max);
-	return v;
-}
+static const struct cli_group train_groups[] = {
+	{ "model", model_opts },
+	{ "data", cli_loader_data },
+	{ "training data", train_data_opts },
+	{ "pipeline", cli_loader_pipeline },
+	{ "augmentation", cli_loader_augment },
+	{ "optimizer", optim_opts },
+	{ "run", run_opts },
+	{ NULL, NULL }
+};
 
-static double
-real(int c, const char *s, double min, double max)
-{
-	char *end;
-	double v;
+static const struct cli_option info_opts[] = {
+	OPT("model", O_MODEL, CLI_STRING, "NAME", "the model (resnet18)", 0,
+	    0),
+	OPT("image-size", CLI_L_IMAGE_SIZE, CLI_INT, "N",
+	    "input height and width in pixels (224)", 1, 8192),
+	OPT("classes", O_CLASSES, CLI_INT, "K", "classes (1000)", 1, 1 << 24),
+	OPT("width", O_WIDTH, CLI_REAL, "X", "ResNet width multiplier (1)",
+	    1e-3, 64),
+	OPT("dim", O_DIM, CLI_INT, "D", "override a ViT's width", 1, 65536),
+	OPT("depth", O_DEPTH, CLI_INT, "N", "override a ViT's blocks", 1,
+	    4096),
+	OPT("heads", O_HEADS, CLI_INT, "H", "override a ViT's heads", 1,
+	    4096),
+	OPT("mlp", O_MLP, CLI_INT, "M", "override a ViT's MLP width", 1,
+	    1 << 20),
+	END
+};
+static const struct cli_group info_groups[] = {
+	{ "info", info_opts }, { NULL, NULL }
+};
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end != '\0' || errno != 0 || !isfinite(v) ||
-	    v < min || v > max)
-		usage_error("--%s %s: not a number in %g..%g", optname(c), s,
-		    min, max);
-	return v;
-}
+static int train_exec(int, char **);
+static int saved_stdout = -1;
+static int info_exec(int, char **);
 
-static uint64_t
-size_arg(int c, const char *s)
-{
-	char *end;
-	double v;
-	uint64_t mul = 1;
+static const struct cli_command train_cmd = {
+	"train", "[options]\n"
+	"info [--model M] [--image-size N] [--classes K]\n"
+	"report [--plot FILE.png|FILE.svg] RUN.json...",
+	"train and report what bounds it (the default)", about,
+	train_groups, 0, 0, train_exec
+};
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (end != s && *end != '\0' && end[1] == '\0') {
-		switch (*end) {
-		case 'k': case 'K': mul = 1ULL << 10; end++; break;
-		case 'm': case 'M': mul = 1ULL << 20; end++; break;
-		case 'g': case 'G': mul = 1ULL << 30; end++; break;
-		}
-	}
-	if (end == s || *end != '\0' || errno != 0 || !(v >= 1) ||
-	    v * (double)mul > 1e15)
-		usage_error("--%s %s: not a size such as 64M", optname(c), s);
-	return (uint64_t)(v * (double)mul);
-}
+static const struct cli_command info_cmd = {
+	"info", "info [--model M] [--image-size N] [--classes K] [--width X]",
+	"print a model's size: parameters, FLOPs, activations",
+	"Print a model's shape, parameters, forward FLOPs per image and the\n"
+	"memory of its activations and fp32 state.\n",
+	info_groups, 0, 0, info_exec
+};
 
-static void
-copy_arg(int c, char *dst, size_t len, const char *s)
-{
-	if (strlen(s) >= len || *s == '\0')
-		usage_error("--%s: %s", optname(c), *s ? "too long" : "empty");
-	memcpy(dst, s, strlen(s) + 1);
-}
 
 static int
 is_manifest(const char *s)
@@ -266,31 +215,100 @@ manifest_classes(const char *path)
 
 struct parsed {
 	struct train_config cfg;
+	struct cli_loader l;
 	const char *model;
-	int classes, strategy_set, optim_set;
+	int classes, strategy_set, optim_set, global_batch, batch_set;
 	double lr, wd, clip;		/* < 0: the default */
 	float width;
 	int dim, depth, heads, mlp;	/* 0: the preset's */
 };
 
 static void
-parse(int argc, char **argv, struct parsed *p)
+copy_arg(const struct cli_option *o, char *dst, size_t len, const char *s)
 {
-	static const char *const crops[] = { "random-resized", "center",
-	    "none", NULL };
+	if (strlen(s) >= len)
+		usage_error("--%s: too long", o->name);
+	memcpy(dst, s, strlen(s) + 1);
+}
+
+static void
+set_opt(void *ctx, const struct cli_option *o, const struct cli_value *v)
+{
+	struct parsed *p = ctx;
 	struct train_config *cfg = &p->cfg;
-	int c, i;
+
+	if (o->id == CLI_L_BATCH)
+		p->batch_set = 1;
+	if (cli_loader_set(&p->l, o, v))
+		return;
+	switch (o->id) {
+	case O_MODEL: p->model = v->s; break;
+	case O_WIDTH: p->width = (float)v->d; break;
+	case O_DIM: p->dim = (int)v->i; break;
+	case O_DEPTH: p->depth = (int)v->i; break;
+	case O_HEADS: p->heads = (int)v->i; break;
+	case O_MLP: p->mlp = (int)v->i; break;
+	case O_CLASSES: p->classes = (int)v->i; break;
+	case O_BACKEND:
+		if (v->i == 1)
+			usage_error("--backend cuda: the CUDA backend is not in "
+			    "this build yet; use --backend cpu");
+		break;
+	case O_STRATEGY:
+		cfg->strategy = v->i == 0 ? STRATEGY_SINGLE : v->i == 1 ?
+		    STRATEGY_DDP : STRATEGY_FSDP;
+		p->strategy_set = 1;
+		break;
+	case O_CKACT: cfg->checkpoint_activations = 1; break;
+	case O_THREADS: cfg->threads = (int)v->i; break;
+	case O_DATA: copy_arg(o, cfg->data, sizeof(cfg->data), v->s); break;
+	case O_GBATCH: p->global_batch = (int)v->i; break;
+	case O_STEPS: cfg->steps = (long)v->i; break;
+	case O_THROTTLE: cfg->throttle = v->d; break;
+	case O_OPTIM:
+		cfg->optim.kind = v->i == 0 ? OPTIM_SGD : OPTIM_ADAMW;
+		p->optim_set = 1;
+		break;
+	case O_LR: p->lr = v->d; break;
+	case O_MOMENTUM: cfg->optim.momentum = (float)v->d; break;
+	case O_NONESTEROV: cfg->optim.nesterov = 0; break;
+	case O_WD: p->wd = v->d; break;
+	case O_WARMUP: cfg->optim.warmup = (long)v->i; break;
+	case O_SMOOTH: cfg->label_smoothing = (float)v->d; break;
+	case O_CLIP: p->clip = v->d; break;
+	case O_CKDIR:
+		copy_arg(o, cfg->checkpoint_dir, sizeof(cfg->checkpoint_dir),
+		    v->s);
+		break;
+	case O_CKEVERY: cfg->checkpoint_every = (long)v->i; break;
+	case O_RESUME: cfg->resume = 1; break;
+	case O_CEIL: cfg->ceiling_steps = (long)v->i; break;
+	case O_PRICE: cfg->price_per_hour = v->d; break;
+	case O_JSON: copy_arg(o, cfg->json, sizeof(cfg->json), v->s); break;
+	case O_DUMP:
+		copy_arg(o, cfg->dump_params, sizeof(cfg->dump_params), v->s);
+		break;
+	case O_LOSSES:
+		copy_arg(o, cfg->losses, sizeof(cfg->losses), v->s);
+		break;
+	case O_LOGEVERY: cfg->log_every = (int)v->i; break;
+	case O_PROFILE: cfg->profile = 1; break;
+	}
+}
+
+static void
+parse(const struct cli_command *cmd, int argc, char **argv,
+    struct parsed *p)
+{
+	struct train_config *cfg = &p->cfg;
 
 	memset(p, 0, sizeof(*p));
 	p->model = "resnet18";
 	p->lr = p->wd = p->clip = -1;
 	p->width = 1;
-	cfg->model.image_size = 224;
+	cli_loader_init(&p->l);
 	snprintf(cfg->backend, sizeof(cfg->backend), "cpu");
-	cfg->batch = 256;
 	snprintf(cfg->data, sizeof(cfg->data), "synthetic");
-	cfg->epochs = 1;
-	sk_loader_config_init(&cfg->loader);
 	cfg->optim.momentum = 0.9f;
 	cfg->optim.nesterov = 1;
 	cfg->optim.beta1 = 0.9f;
@@ -299,160 +317,11 @@ parse(int argc, char **argv, struct parsed *p)
 	cfg->label_smoothing = 0.1f;
 	cfg->ceiling_steps = 10;
 	cfg->log_every = 10;
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_MODEL: p->model = optarg; break;
-		case O_WIDTH: p->width = (float)real(c, optarg, 1e-3, 64); break;
-		case O_DIM: p->dim = (int)num(c, optarg, 1, 65536); break;
-		case O_DEPTH: p->depth = (int)num(c, optarg, 1, 4096); break;
-		case O_HEADS: p->heads = (int)num(c, optarg, 1, 4096); break;
-		case O_MLP: p->mlp = (int)num(c, optarg, 1, 1 << 20); break;
-		case O_SIZE:
-			cfg->model.image_size = (int)num(c, optarg, 1, 8192);
-			break;
-		case O_CLASSES:
-			p->classes = (int)num(c, optarg, 1, 1 << 24);
-			break;
-		case O_BACKEND:
-			if (strcmp(optarg, "cpu") == 0)
-				break;
-			if (strcmp(optarg, "cuda") == 0)
-				usage_error("--backend cuda: the CUDA backend "
-				    "is not in this build yet; use --backend "
-				    "cpu");
-			usage_error("--backend %s: not cpu", optarg);
-		case O_STRATEGY:
-			if (strcmp(optarg, "single") == 0)
-				cfg->strategy = STRATEGY_SINGLE;
-			else if (strcmp(optarg, "ddp") == 0)
-				cfg->strategy = STRATEGY_DDP;
-			else if (strcmp(optarg, "fsdp") == 0)
-				cfg->strategy = STRATEGY_FSDP;
-			else
-				usage_error("--strategy %s: not single, ddp "
-				    "or fsdp", optarg);
-			p->strategy_set = 1;
-			break;
-		case O_CKACT: cfg->checkpoint_activations = 1; break;
-		case O_THREADS:
-			cfg->threads = (int)num(c, optarg, 1, 4096);
-			break;
-		case O_DATA:
-			copy_arg(c, cfg->data, sizeof(cfg->data), optarg);
-			break;
-		case O_BATCH:
-			cfg->batch = (int)num(c, optarg, 1, 1 << 20);
-			break;
-		case O_EPOCHS:
-			cfg->epochs = (int)num(c, optarg, 1, 1 << 20);
-			break;
-		case O_STEPS:
-			cfg->steps = (long)num(c, optarg, 1, 1LL << 40);
-			break;
-		case O_WORKERS:
-			cfg->loader.workers = (int)num(c, optarg, 1, 1024);
-			break;
-		case O_IO:
-			cfg->loader.io_streams = (int)num(c, optarg, 1, 256);
-			break;
-		case O_PREFETCH:
-			cfg->loader.prefetch_bytes = size_arg(c, optarg);
-			break;
-		case O_SHUFFLE:
-			cfg->loader.shuffle = (int)num(c, optarg, 0, 1 << 24);
-			break;
-		case O_CROP:
-			for (i = 0; crops[i] != NULL; i++)
-				if (strcmp(optarg, crops[i]) == 0)
-					break;
-			if (crops[i] == NULL)
-				usage_error("--crop %s: not random-resized, "
-				    "center or none", optarg);
-			cfg->loader.crop = (enum sk_crop)i;
-			break;
-		case O_STRICT: cfg->loader.strict = 1; break;
-		case O_THROTTLE:
-			cfg->throttle = real(c, optarg, 1e-3, 1e9);
-			break;
-		case O_OPTIM:
-			if (strcmp(optarg, "sgd") == 0)
-				cfg->optim.kind = OPTIM_SGD;
-			else if (strcmp(optarg, "adamw") == 0)
-				cfg->optim.kind = OPTIM_ADAMW;
-			else
-				usage_error("--optimizer %s: not sgd or adamw",
-				    optarg);
-			p->optim_set = 1;
-			break;
-		case O_LR: p->lr = real(c, optarg, 0, 1e3); break;
-		case O_MOMENTUM:
-			cfg->optim.momentum = (float)real(c, optarg, 0, 1);
-			break;
-		case O_NONESTEROV: cfg->optim.nesterov = 0; break;
-		case O_WD: p->wd = real(c, optarg, 0, 10); break;
-		case O_WARMUP:
-			cfg->optim.warmup = (long)num(c, optarg, 0, 1LL << 40);
-			break;
-		case O_SMOOTH:
-			cfg->label_smoothing = (float)real(c, optarg, 0, 1);
-			break;
-		case O_CLIP: p->clip = real(c, optarg, 0, 1e9); break;
-		case O_SEED:
-			cfg->seed = (uint64_t)num(c, optarg, 0, INT64_MAX);
-			break;
-		case O_CKDIR:
-			copy_arg(c, cfg->checkpoint_dir,
-			    sizeof(cfg->checkpoint_dir), optarg);
-			break;
-		case O_CKEVERY:
-			cfg->checkpoint_every = (long)num(c, optarg, 1,
-			    1LL << 40);
-			break;
-		case O_RESUME: cfg->resume = 1; break;
-		case O_CEIL:
-			cfg->ceiling_steps = (long)num(c, optarg, 0, 1 << 20);
-			break;
-		case O_PRICE:
-			cfg->price_per_hour = real(c, optarg, 0, 1e6);
-			break;
-		case O_JSON:
-			copy_arg(c, cfg->json, sizeof(cfg->json), optarg);
-			break;
-		case O_DUMP:
-			copy_arg(c, cfg->dump_params, sizeof(cfg->dump_params),
-			    optarg);
-			break;
-		case O_LOSSES:
-			copy_arg(c, cfg->losses, sizeof(cfg->losses), optarg);
-			break;
-		case O_LOGEVERY:
-			cfg->log_every = (int)num(c, optarg, 0, 1 << 30);
-			break;
-		case O_PROFILE: cfg->profile = 1; break;
-		case 'q':
-			cfg->quiet = 1;
-			cfg->log_every = 0;
-			break;
-		case 'h':
-			if (comm == NULL || comm_rank(comm) == 0)
-				fputs(usage_long, stdout);
-			if (comm)
-				comm_close(comm);
-			exit(0);
-		case 'V':
-			if (comm == NULL || comm_rank(comm) == 0)
-				printf("shardtrain %s\n", PACKAGE_VERSION);
-			if (comm)
-				comm_close(comm);
-			exit(0);
-		default:
-			usage_error("unknown option (see --help)");
-		}
+	cli_parse(cmd, argc, argv, set_opt, p);
+	if (cli_quiet) {
+		cfg->quiet = 1;
+		cfg->log_every = 0;
 	}
-	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
 }
 
 /* Defaults that depend on other options. */
@@ -461,6 +330,28 @@ finish(struct parsed *p, int world)
 {
 	struct train_config *cfg = &p->cfg;
 	char err[512];
+
+	/* The loader's options, with this tool's batch: --batch per rank as
+	 * everywhere, or --global-batch; the run works with the global. */
+	cli_loader_finish(&p->l, NULL);
+	cfg->loader = p->l.cfg;
+	cfg->seed = p->l.cfg.seed;
+	cfg->epochs = p->l.cfg.epochs;
+	cfg->model.image_size = p->l.cfg.image_size;
+	if (p->global_batch != 0 && p->batch_set)
+		usage_error("--batch (per rank) and --global-batch (all ranks) "
+		    "set the same thing: give one");
+	if (p->global_batch != 0 && p->global_batch % world != 0)
+		usage_error("--global-batch %d does not divide among %d ranks: "
+		    "use a multiple of %d, or --batch per rank",
+		    p->global_batch, world, world);
+	if (p->global_batch != 0)
+		cfg->batch = p->global_batch;
+	else if ((long long)p->l.cfg.batch * world > 1 << 30)
+		usage_error("--batch %d x %d ranks is over 2^30", p->l.cfg.batch,
+		    world);
+	else
+		cfg->batch = p->l.cfg.batch * world;
 
 	if (p->classes == 0) {
 		if (strcmp(cfg->data, "synthetic") == 0)
@@ -532,7 +423,7 @@ finish(struct parsed *p, int world)
 /* shardtrain info                                                          */
 
 static int
-info_main(int argc, char **argv)
+info_exec(int argc, char **argv)
 {
 	struct parsed p;
 	struct model m;
@@ -540,14 +431,12 @@ info_main(int argc, char **argv)
 	uint64_t params, macs;
 	int i;
 
-	parse(argc, argv, &p);
+	parse(&info_cmd, argc, argv, &p);
 	if (p.classes == 0)
 		p.classes = 1000;	/* sizes are quoted for ImageNet */
 	finish(&p, 1);
-	if (model_build(&m, &p.cfg.model, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s: %s\n", progname, err);
-		return 1;
-	}
+	if (model_build(&m, &p.cfg.model, err, sizeof(err)) != 0)
+		die("%s", err);
 	params = model_param_count(&m);
 	macs = model_forward_macs(&m);
 	printf("model:        %s at %dx%d, %d classes\n", m.cfg.name,
@@ -581,38 +470,66 @@ info_main(int argc, char **argv)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+static void
+exit_hook(int status)
+{
+	(void)status;
+	if (comm != NULL)
+		comm_close(comm);
+	comm = NULL;
+}
+
+static int
+train_exec(int argc, char **argv)
 {
 	struct parsed p;
 	struct run_result res;
 	char err[512];
-	int rc;
-
-	if (argc > 1 && strcmp(argv[1], "report") == 0)
-		return report_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "info") == 0)
-		return info_main(argc - 1, argv + 1);
+	int rc, to_stdout;
 
 	/* MPI first: the launcher may own some of argv */
 	comm = comm_open(&argc, &argv, err, sizeof(err));
-	if (comm == NULL) {
-		fprintf(stderr, "%s: %s\n", progname, err);
-		return 1;
-	}
-	parse(argc, argv, &p);
+	if (comm == NULL)
+		die("%s", err);
+	cli_set_exit_hook(exit_hook);
+	/* Every rank parses; only rank 0 speaks about it. */
+	cli_set_silent(comm_rank(comm) != 0);
+	parse(&train_cmd, argc, argv, &p);
 	finish(&p, comm_world(comm));
 	rc = train_run(&p.cfg, comm, &res);
 	if (rc == 0 && comm_rank(comm) == 0) {
-		report_print(&res, &p.cfg);
-		if (p.cfg.json[0] && report_write_json(p.cfg.json, &res,
-		    &p.cfg) != 0) {
-			fprintf(stderr, "%s: %s: %s\n", progname, p.cfg.json,
-			    strerror(errno));
-			rc = 1;
+		/* With --json -, standard output is the JSON alone. */
+		to_stdout = strcmp(p.cfg.json, "-") == 0;
+		if (to_stdout) {
+			fflush(stdout);
+			saved_stdout = dup(STDOUT_FILENO);
+			dup2(STDERR_FILENO, STDOUT_FILENO);
 		}
+		report_print(&res, &p.cfg);
+		if (to_stdout) {
+			fflush(stdout);
+			dup2(saved_stdout, STDOUT_FILENO);
+			close(saved_stdout);
+		}
+		if (p.cfg.json[0])
+			report_write_json(p.cfg.json, &res, &p.cfg);
 	}
 	run_result_free(&res);
 	comm_close(comm);
+	comm = NULL;
 	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct cli_command *const table[] = {
+		&info_cmd, &report_command, NULL
+	};
+	const struct cli_command *cmd;
+	int first;
+
+	cmd = cli_dispatch("shardtrain", about, table, &train_cmd, argc, argv,
+	    &first);
+	return cmd->exec(argc - first, argv + first);
 }

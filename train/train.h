@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "shardkit.h"
+#include "cli.h"
 #include "model.h"
 #include "optim.h"
 #include "strategy.h"
@@ -85,6 +86,8 @@ struct run_result {
 	double peak_rss_mib;
 	double cost_per_epoch;		/* < 0 without a price */
 	uint64_t skipped;		/* samples the loader skipped */
+	uint64_t skipped_by[SK_SKIP_NREASONS];	/* by reason, all ranks */
+	uint64_t samples;		/* the loader delivered, all ranks */
 	enum verdict verdict;
 	char bound_stage[32];		/* the loader's slowest stage, or "" */
 	char reason[256];		/* the evidence, one line */
@@ -140,10 +143,12 @@ const char *verdict_name(enum verdict v);
 void verdict_decide(struct run_result *res, const struct train_config *cfg);
 /* Print the per-epoch lines and the verdict block to stdout. */
 void report_print(const struct run_result *res, const struct train_config *cfg);
-/* Write everything plus the config as JSON. 0 or -1 (errno set). */
-int report_write_json(const char *path, const struct run_result *res,
+/* Write everything plus the config as JSON (PATH "-": stdout); dies on a
+ * write error. */
+void report_write_json(const char *path, const struct run_result *res,
     const struct train_config *cfg);
 /* "shardtrain report RUN.json..." */
+extern const struct cli_command report_command;
 int report_main(int argc, char **argv);
 
 #endif /* SK_TRAIN_TRAIN_H */

@@ -19,14 +19,20 @@ bad model "unknown model 'resnet51'" --model resnet51
 bad model2 "vit-l16" --model vit-x16
 bad batch0 "--batch 0" --batch 0
 bad lr "--lr abc" --lr abc
-bad strat "not single, ddp or fsdp" --strategy zero3
+bad strat "not one of single, ddp or fsdp" --strategy zero3
 bad crop "--crop rrc" --crop rrc
 bad cuda "--backend cpu" --backend cuda
 bad width "--width is for ResNets" --model vit-ti16 --width 2
 bad dim "shape a ViT" --model resnet18 --dim 64
 bad resume "--resume needs --checkpoint-dir" --resume
-bad opt "unknown option" --no-such-option
-bad extra "unexpected argument 'stray'" stray
+bad opt "--no-such-option: unknown option" --no-such-option
+bad noval "--lr needs a value" --lr
+bad extra "stray: not a command (info, report)" stray
+bad extra2 "stray: unexpected argument" --steps 1 stray
+bad both "give one" --batch 4 --global-batch 8
+bad prefetch "--prefetch 12X: not a size" --prefetch 12X
+bad seed "--seed -1: not a whole number" --seed -1
+bad epochs "--epochs 1000001" --epochs 1000001
 bad patch "not a multiple" --model vit-ti16 --image-size 100 --steps 1
 bad size0 "--image-size 0" --image-size 0
 trn help --help

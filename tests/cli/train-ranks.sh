@@ -21,7 +21,7 @@ print(max(abs(x - y) / (1e-3 + abs(y)) for x, y in zip(a, b)))
 PY
 }
 
-common=("${TINY_VIT[@]}" --batch 16 --steps 5 --ceiling-steps 0 --threads 1 -q)
+common=("${TINY_VIT[@]}" --global-batch 16 --steps 5 --ceiling-steps 0 --threads 1 -q)
 say "DDP on 2 ranks against 1 rank, 5 AdamW steps on the same global batch"
 run_rc 0 np1 "${MPI[@]}" -np 1 "$SHARDTRAIN" "${common[@]}" \
     --dump-params "$T/p1.bin" --losses "$T/l1"
@@ -51,14 +51,14 @@ cmp -s "$T/fsdp2ck.bin" "$T/fsdp2.bin" ||
 
 say "FSDP memory per rank: parameters + gradients + optimizer fall as 1/N"
 deep=(--model vit-ti4 --dim 64 --depth 16 --heads 2 --mlp 128 --image-size 16
-    --batch 8 --steps 2 --ceiling-steps 0 --threads 1 -q)
+    --global-batch 8 --steps 2 --ceiling-steps 0 --threads 1 -q)
 for n in 1 2 4; do
 	run_rc 0 mem$n "${MPI[@]}" -np $n "$SHARDTRAIN" "${deep[@]}" \
 	    --strategy fsdp --json "$T/mem$n.json"
 done
 python3 - "$T/mem1.json" "$T/mem2.json" "$T/mem4.json" <<'PY' ||
 import json, sys
-m = [json.load(open(f))["result"]["peak_param_mib"] for f in sys.argv[1:]]
+m = [json.load(open(f))["result"]["peak_param_bytes"] / 1048576 for f in sys.argv[1:]]
 r2, r4 = m[1] / m[0], m[2] / m[0]
 print("peak param+grad+optimizer MiB per rank, N=1,2,4:", m, "ratios", r2, r4)
 assert r2 <= 0.62 and r4 <= 0.36, (r2, r4)
@@ -73,11 +73,29 @@ run_rc 2 mismatch "${MPI[@]}" -np 2 sh -c '
 has mismatch.err "rank 1 was started with a different --seed"
 
 say "a batch that does not divide across ranks"
-run_rc 2 divide "${MPI[@]}" -np 2 "$SHARDTRAIN" "${TINY_VIT[@]}" --batch 15 \
+run_rc 2 divide "${MPI[@]}" -np 2 "$SHARDTRAIN" "${TINY_VIT[@]}" --global-batch 15 \
     --steps 1 --strategy ddp
-has divide.err "--batch 15 does not divide across 2 ranks"
+has divide.err "--global-batch 15 does not divide among 2 ranks"
 has divide.err "multiple of 2"
 run_rc 2 single2 "${MPI[@]}" -np 2 "$SHARDTRAIN" "${TINY_VIT[@]}" --batch 16 \
     --steps 1 --strategy single
 has single2.err "use ddp or fsdp"
+
+say "--batch is per rank: 2 ranks of 4 are a global batch of 8"
+run_rc 0 perrank timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" \
+    "${TINY_VIT[@]}" --batch 4 --steps 2 --ceiling-steps 0 --threads 1 -q \
+    --json -
+python3 - "$T/perrank.out" <<'PY' || fail "--batch 4 on 2 ranks: the JSON"
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+assert (c["batch_per_rank"], c["global_batch"], c["world"]) == (4, 8, 2), c
+PY
+say "a usage error under mpirun: said once, every rank exits"
+run_rc 2 both timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" \
+    "${TINY_VIT[@]}" --batch 4 --global-batch 8 --steps 1
+[ "$(grep -c 'give one' "$T/both.err")" = 1 ] ||
+    { show both; fail "the usage error was not printed exactly once"; }
+run_rc 2 bogus2 timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" --bogus
+[ "$(grep -c 'unknown option' "$T/bogus2.err")" = 1 ] ||
+    { show bogus2; fail "the usage error was not printed exactly once"; }
 echo "PASS: train-ranks"

@@ -15,13 +15,15 @@ mkrun() {
 	python3 - "$@" <<'PY'
 import json, sys
 run = {
-    "shardtrain": 1,
+    "schema": 1,
+    "tool": "shardtrain",
     "config": {"model": "resnet18", "family": "resnet", "strategy": "single",
-               "world": 1, "batch": 16, "data": "synthetic", "backend": "cpu"},
-    "result": {"images_per_s": 812.5, "seconds": 4.2, "steps": 30,
-               "images": 480, "wait_share": 0.01, "cost_per_epoch": None,
+               "world": 1, "batch_per_rank": 16, "global_batch": 16,
+               "source": "synthetic", "backend": "cpu"},
+    "result": {"images_per_second": 812.5, "wall_seconds": 4.2, "steps": 30,
+               "images": 480, "wait_share": 0.01, "cost_per_epoch_usd": None,
                "verdict": "compute-bound", "reason": "r", "hint": "h"},
-    "epochs": [{"epoch": 0, "seconds": 4.2, "images_per_s": 812.5}],
+    "epochs": [{"epoch": 0, "wall_seconds": 4.2, "images_per_second": 812.5}],
 }
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
@@ -117,7 +119,7 @@ no_pwned escapes
 say "malformed, wrong-typed, huge and odd run files: exit 1, file named"
 good="$T/runs/good.json"
 mkrun "$good"
-printf '{"shardtrain": 1, "config": {' >"$T/runs/cut.json"
+printf '{"schema": 1, "config": {' >"$T/runs/cut.json"
 trn_rc 1 cut report "$good" "$T/runs/cut.json"
 has cut.err "cut.json"
 [ ! -s "$T/cut.out" ] || fail "cut: a table printed over a bad run"
@@ -129,22 +131,23 @@ bad() {
 	shift 2
 	mkrun "$T/runs/$name.json" "$@"
 	trn_rc 1 "$name" report "$good" "$T/runs/$name.json"
-	has "$name.err" "shardtrain: report: "
+	has "$name.err" "shardtrain report: "
 	has "$name.err" "$name.json"
 	has "$name.err" "$field"
 }
 bad model-int config.model config.model=5
-bad ips-str result.images_per_s result.images_per_s='"fast"'
-bad ips-neg result.images_per_s result.images_per_s=-3
-bad ips-null result.images_per_s result.images_per_s=null
+bad ips-str result.images_per_second result.images_per_second='"fast"'
+bad ips-neg result.images_per_second result.images_per_second=-3
+bad ips-null result.images_per_second result.images_per_second=null
 bad world-str config.world config.world='"2"'
 bad world-neg config.world config.world=-1
 bad no-verdict result.verdict result.verdict=DELETE
-bad version shardtrain shardtrain=4294967297
+bad version "schema 4294967297" schema=4294967297
+bad old-run 'no "schema"' schema=DELETE
 bad wait-big result.wait_share result.wait_share=1e300
-bad cost-str result.cost_per_epoch result.cost_per_epoch='"cheap"'
-bad epochs-obj epochs epochs='{"seconds": 1}'
-bad epoch-str 'epochs[1].seconds' epochs='[{"seconds": 1}, {"seconds": "x"}]'
+bad cost-str result.cost_per_epoch_usd result.cost_per_epoch_usd='"cheap"'
+bad epochs-obj epochs epochs='{"wall_seconds": 1}'
+bad epoch-str 'epochs[1].wall_seconds' epochs='[{"wall_seconds": 1}, {"wall_seconds": "x"}]'
 bad epoch-int 'epochs[0]' epochs='[7]'
 bad config-arr config config='[1, 2]'
 printf '[1, 2, 3]\n' >"$T/runs/array.json"

@@ -69,7 +69,7 @@ refused() {
 }
 
 say "(a) a resume under other settings is refused, naming the setting"
-refused batch "--batch 8, this run has --batch 16" \
+refused batch "--global-batch 8, this run has --global-batch 16" \
     "${common[@]}" "${data[@]}" --batch 16
 refused seed "--seed 0, this run has --seed 7" \
     "${common[@]}" "${data[@]}" --seed 7
@@ -171,7 +171,7 @@ mkdir -p "$T/node0" "$T/node1"
 pernode=(sh -c 'cd "$T/node${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}" &&
     exec "$0" "$@"' "$SHARDTRAIN")
 export T
-ddp=("${TINY_VIT[@]}" --batch 8 --seed 0 --ceiling-steps 0 --threads 1 -q
+ddp=("${TINY_VIT[@]}" --global-batch 8 --seed 0 --ceiling-steps 0 --threads 1 -q
     --strategy ddp --steps 6)
 # mrun WANT TAG ARGS...: shardtrain on 2 ranks, each in its node folder,
 # killed after 120 s: a hang fails the test.

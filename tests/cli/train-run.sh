@@ -45,10 +45,13 @@ assert c["classes"] == 10, c          # from the manifest's info
 assert len(j["epochs"]) == 2, j["epochs"]
 assert r["steps"] == 2 * (600 // 32), r["steps"]
 assert r["images"] == r["steps"] * 32, r
-assert r["loader_ips"] and r["loader_ips"] > 0, r
-assert r["compute_ips"] and r["compute_ips"] > 0, r
+assert r["loader_images_per_second"] and r["loader_images_per_second"] > 0, r
+assert r["compute_images_per_second"] and r["compute_images_per_second"] > 0, r
 assert 0 <= r["wait_share"] <= 1, r
-assert r["cost_per_epoch"] > 0, r
+assert r["cost_per_epoch_usd"] > 0, r
+assert c["batch_per_rank"] == 32 and c["global_batch"] == 32 and c["world"] == 1, c
+assert r["skipped"] == sum(r["skipped_by_reason"].values()), r
+assert r["samples"] >= r["images"], r
 assert r["verdict"] in ("input-bound", "compute-bound", "balanced"), r
 assert r["reason"] and r["hint"], r
 assert r["params"] > 0 and r["gflops_per_image"] > 0

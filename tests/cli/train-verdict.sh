@@ -21,12 +21,13 @@ python3 - "$T/slow.json" $rate <<'PY' || fail "the throttled run"
 import json, sys
 r = json.load(open(sys.argv[1]))["result"]
 rate = float(sys.argv[2])
-print("images/s", r["images_per_s"], "wait", r["wait_share"],
-      "loader alone", r["loader_ips"], "compute alone", r["compute_ips"])
+print("images/s", r["images_per_second"], "wait", r["wait_share"],
+      "loader alone", r["loader_images_per_second"], "compute alone",
+      r["compute_images_per_second"])
 assert r["verdict"] == "input-bound", r["verdict"]
-assert abs(r["images_per_s"] - rate) <= 0.05 * rate, r["images_per_s"]
-assert abs(r["loader_ips"] - rate) <= 0.05 * rate, r["loader_ips"]
-assert r["compute_ips"] > 2 * rate, r["compute_ips"]
+assert abs(r["images_per_second"] - rate) <= 0.05 * rate, r["images_per_second"]
+assert abs(r["loader_images_per_second"] - rate) <= 0.05 * rate, r["loader_images_per_second"]
+assert r["compute_images_per_second"] > 2 * rate, r["compute_images_per_second"]
 assert "throttle" in r["hint"], r["hint"]
 PY
 

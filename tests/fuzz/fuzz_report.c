@@ -18,11 +18,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char good_run[] =
-    "{\"shardtrain\": 1, \"config\": {\"model\": \"resnet18\", "
-    "\"strategy\": \"ddp\", \"world\": 2, \"data\": \"gs://b/t-{0..9}.tar\"}, "
-    "\"result\": {\"images_per_s\": 100.5, \"seconds\": 3, "
-    "\"wait_share\": 0.5, \"cost_per_epoch\": 0.25, "
-    "\"verdict\": \"balanced\"}, \"epochs\": [{\"seconds\": 3}]}";
+    "{\"schema\": 1, \"config\": {\"model\": \"resnet18\", "
+    "\"strategy\": \"ddp\", \"world\": 2, \"source\": \"gs://b/t-{0..9}.tar\"}, "
+    "\"result\": {\"images_per_second\": 100.5, \"wall_seconds\": 3, "
+    "\"wait_share\": 0.5, \"cost_per_epoch_usd\": 0.25, "
+    "\"verdict\": \"balanced\"}, \"epochs\": [{\"wall_seconds\": 3}]}";
 
 /* s ends within its n bytes and shows no control, C1 or bidi control. */
 static void

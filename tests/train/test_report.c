@@ -109,7 +109,21 @@ run_report(char **argv, char **out, char **err)
 		if (freopen(opath, "w", stdout) == NULL ||
 		    freopen(epath, "w", stderr) == NULL)
 			_exit(99);
-		status = report_main(argc, argv);
+		{
+			static const struct cli_command *const table[] = {
+				&report_command, NULL
+			};
+			char *av[64];
+			int i, first;
+
+			av[0] = "shardtrain";
+			for (i = 0; i < argc && i < 62; i++)
+				av[i + 1] = argv[i];
+			av[i + 1] = NULL;
+			cli_dispatch("shardtrain", NULL, table, NULL, i + 1, av,
+			    &first);
+			status = report_main(i + 1 - first, av + first);
+		}
 		fflush(NULL);
 		_exit(status);
 	}
@@ -168,7 +182,7 @@ write_run(const char *path, const char *model, enum strategy_kind st,
 	res.epochs = ep;
 	res.nepochs = 2;
 	verdict_decide(&res, &cfg);
-	CHECK(report_write_json(path, &res, &cfg) == 0);
+	report_write_json(path, &res, &cfg);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -425,6 +439,8 @@ TEST(report_json_roundtrip)
 	r.peak_param_mib = 33.25;
 	r.peak_rss_mib = 512;
 	r.skipped = 7;
+	r.skipped_by[0] = 5;
+	r.skipped_by[SK_SKIP_NREASONS - 1] = 2;
 	r.images = 12800000000ULL;	/* beyond 32 bits */
 	memset(ep, 0, sizeof ep);
 	ep[0] = (struct epoch_result){ 0, 40, 2560, 4.0, 640, 0.31, -1, 6.5 };
@@ -432,59 +448,64 @@ TEST(report_json_roundtrip)
 	r.epochs = ep;
 	r.nepochs = 2;
 	verdict_decide(&r, &cfg);
-	CHECK(report_write_json(path, &r, &cfg) == 0);
+	report_write_json(path, &r, &cfg);
 	CHECK(access("run.json.part", F_OK) != 0);
 
 	root = json_load_file(path, 0, &jerr);
 	if (root == NULL)
 		t_fail(__FILE__, __LINE__, "%s:%d:%d: %s", path, jerr.line,
 		    jerr.column, jerr.text);
-	CHECK_EQ_INT(json_integer_value(json_object_get(root, "shardtrain")),
-	    1);
+	CHECK_EQ_INT(json_integer_value(json_object_get(root, "schema")), 1);
 	CHECK_EQ_STR(jstr(root, "config", "model"), "vit-ti16");
 	CHECK_EQ_STR(jstr(root, "config", "family"), "vit");
 	CHECK_EQ_STR(jstr(root, "config", "strategy"), "fsdp");
 	CHECK_EQ_STR(jstr(root, "config", "backend"), "cpu");
-	CHECK_EQ_STR(jstr(root, "config", "data"), cfg.data);
+	CHECK_EQ_STR(jstr(root, "config", "source"), cfg.data);
 	CHECK(jreal(root, "config", "world") == 2);
-	CHECK(jreal(root, "config", "batch") == 64);
+	CHECK(jreal(root, "config", "global_batch") == 64);
+	CHECK(jreal(root, "config", "batch_per_rank") == 32);
 	CHECK(jreal(root, "config", "threads") == 3);
-	CHECK(jreal(root, "config", "throttle") == 250);
+	CHECK(jreal(root, "config", "throttle_images_per_second") == 250);
 	CHECK(jreal(root, "config", "seed") == 1234567890123.0);
 	CHECK(json_is_true(json_object_get(json_object_get(root, "config"),
 	    "checkpoint_activations")));
 	v = json_object_get(json_object_get(root, "config"), "optimizer");
 	CHECK_EQ_STR(json_string_value(json_object_get(v, "kind")), "adamw");
 	/* The float as written on the command line, not 0.0010000000474. */
-	CHECK(json_real_value(json_object_get(v, "lr")) == 1e-3);
-	CHECK(json_real_value(json_object_get(v, "beta2")) == 0.999);
+	CHECK(json_number_value(json_object_get(v, "lr")) == 1e-3);
+	CHECK(json_number_value(json_object_get(v, "beta2")) == 0.999);
 	CHECK_EQ_INT(json_integer_value(json_object_get(v, "warmup")), 5);
 	v = json_object_get(json_object_get(root, "config"), "arch");
 	CHECK_EQ_INT(json_integer_value(json_object_get(v, "dim")), 192);
+	CHECK(jreal(root, "config", "workers") == 4);
 	v = json_object_get(json_object_get(root, "config"), "loader");
-	CHECK_EQ_INT(json_integer_value(json_object_get(v, "workers")), 4);
 	CHECK_EQ_INT(json_integer_value(json_object_get(v, "io_streams")), 2);
 
-	CHECK(jreal(root, "result", "images_per_s") == 640);
+	CHECK(jreal(root, "result", "images_per_second") == 640);
 	CHECK(jreal(root, "result", "wait_share") == 0.3);
-	CHECK(jreal(root, "result", "compute_ips") == 900.5);
+	CHECK(jreal(root, "result", "compute_images_per_second") == 900.5);
 	CHECK(json_is_null(json_object_get(json_object_get(root, "result"),
-	    "loader_ips")));
+	    "loader_images_per_second")));
 	CHECK(json_is_null(json_object_get(json_object_get(root, "result"),
 	    "gemm_share")));
 	CHECK(json_is_null(json_object_get(json_object_get(root, "result"),
-	    "cost_per_epoch")));
+	    "cost_per_epoch_usd")));
 	CHECK(json_is_null(json_object_get(json_object_get(root, "result"),
 	    "bound_stage")));
 	CHECK(jreal(root, "result", "images") == 12800000000.0);
 	CHECK(jreal(root, "result", "params") == 5717416);
-	CHECK(jreal(root, "result", "peak_param_mib") == 33.25);
+	CHECK(jreal(root, "result", "peak_param_bytes") == 33.25 * 1048576);
 	CHECK(jreal(root, "result", "skipped") == 7);
+	v = json_object_get(json_object_get(root, "result"),
+	    "skipped_by_reason");
+	CHECK_EQ_INT(json_object_size(v), SK_SKIP_NREASONS);
+	CHECK_EQ_INT(json_integer_value(json_object_get(v,
+	    sk_skip_reason_name(0))), 5);
 	CHECK(jreal(root, "result", "last_loss") == 6.1);
-	v = json_object_get(json_object_get(root, "result"), "times");
-	CHECK(json_real_value(json_object_get(v, "fwd")) == 3.0);
-	CHECK(json_real_value(json_object_get(v, "step")) == 12.0);
-	CHECK(json_real_value(json_object_get(v, "h2d")) == 0.25);
+	v = json_object_get(json_object_get(root, "result"), "stage_seconds");
+	CHECK(json_number_value(json_object_get(v, "forward")) == 3.0);
+	CHECK(json_number_value(json_object_get(v, "step")) == 12.0);
+	CHECK(json_number_value(json_object_get(v, "h2d")) == 0.25);
 	CHECK_EQ_STR(jstr(root, "result", "verdict"), "input-bound");
 	CHECK_EQ_STR(jstr(root, "result", "reason"), r.reason);
 	CHECK_EQ_STR(jstr(root, "result", "hint"), r.hint);
@@ -494,15 +515,32 @@ TEST(report_json_roundtrip)
 	CHECK_EQ_INT(json_array_size(v), 2);
 	e = json_array_get(v, 1);
 	CHECK_EQ_INT(json_integer_value(json_object_get(e, "epoch")), 1);
-	CHECK(json_real_value(json_object_get(e, "seconds")) == 4.5);
-	CHECK(json_real_value(json_object_get(e, "loss")) == 6.2);
-	CHECK(json_is_null(json_object_get(e, "cost")));
+	CHECK(json_number_value(json_object_get(e, "wall_seconds")) == 4.5);
+	CHECK(json_number_value(json_object_get(e, "loss")) == 6.2);
+	CHECK(json_is_null(json_object_get(e, "cost_usd")));
 	json_decref(root);
 
-	/* A folder that does not exist: -1 with errno, nothing left. */
-	errno = 0;
-	CHECK(report_write_json("no/such/run.json", &r, &cfg) == -1);
-	CHECK_EQ_INT(errno, ENOENT);
+	/* A folder that does not exist: exit 1 naming it, nothing left. */
+	{
+		int status;
+		pid_t pid;
+
+		fflush(NULL);
+		if ((pid = fork()) == 0) {
+			if (freopen("w.err", "w", stderr) == NULL)
+				_exit(99);
+			report_write_json("no/such/run.json", &r, &cfg);
+			_exit(0);
+		}
+		CHECK(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+		{
+		char *werr = t_read_file("w.err", NULL);
+
+		CHECK_CONTAINS(werr, "no/such/run.json");
+		free(werr);
+		}
+	}
 }
 
 TEST(report_json_nan_is_null)
@@ -515,7 +553,7 @@ TEST(report_json_nan_is_null)
 	base_result(&r, 0, -1, -1, "");
 	r.last_loss = NAN;
 	verdict_decide(&r, &cfg);
-	CHECK(report_write_json("nan.json", &r, &cfg) == 0);
+	report_write_json("nan.json", &r, &cfg);
 	root = json_load_file("nan.json", 0, NULL);
 	CHECK(root != NULL);
 	CHECK(json_is_null(json_object_get(json_object_get(root, "result"),
@@ -582,8 +620,8 @@ TEST(report_main_errors)
 
 	write_run("a.json", "resnet18", STRATEGY_SINGLE, 1,
 	    "synthetic", 1000, 0, -1);
-	t_write_file(bad, "{\"shardtrain\": 1,\n  oops }\n", 26);
-	t_write_file(part, "{\"shardtrain\": 1, \"config\": {}}\n", 32);
+	t_write_file(bad, "{\"schema\": 1,\n  oops }\n", 22);
+	t_write_file(part, "{\"schema\": 1, \"config\": {}}\n", 28);
 
 	/* Bad JSON: the file, its line and column. */
 	{
@@ -592,7 +630,7 @@ TEST(report_main_errors)
 
 		CHECK_EQ_INT(run_report(argv, &out, &err), 1);
 		t_diag("%s", err);
-		CHECK_CONTAINS(err, "shardtrain: report: ");
+		CHECK_CONTAINS(err, "shardtrain report: ");
 		CHECK_CONTAINS(err, "bad.json:2:");
 		free(out);
 		free(err);
@@ -603,7 +641,8 @@ TEST(report_main_errors)
 
 		CHECK_EQ_INT(run_report(argv, &out, &err), 1);
 		t_diag("%s", err);
-		CHECK_CONTAINS(err, "part.json: not a shardtrain run");
+		CHECK_CONTAINS(err, "part.json: not a shardtrain run: "
+		    "config.model is missing");
 		free(out);
 		free(err);
 	}
@@ -740,7 +779,7 @@ TEST(report_plot_no_gnuplot)
 	CHECK(setenv("PATH", t_tmpdir(), 1) == 0);
 	CHECK_EQ_INT(run_report(argv, &out, &err), 1);
 	CHECK_CONTAINS(out, "a.json");
-	CHECK_CONTAINS(err, "shardtrain: report: gnuplot not found: apt-get "
+	CHECK_CONTAINS(err, "shardtrain report: gnuplot not found: apt-get "
 	    "install gnuplot-nox");
 	CHECK(access("runs.png", F_OK) != 0);
 	free(out);
@@ -751,12 +790,12 @@ TEST(report_plot_no_gnuplot)
 /* hostile runs: escaping, the reader's checks, planted symlinks            */
 
 static const char good_run[] =
-    "{\"shardtrain\": 1, \"config\": {\"model\": \"resnet18\", "
-    "\"strategy\": \"ddp\", \"world\": 2, \"data\": \"synthetic\"}, "
-    "\"result\": {\"images_per_s\": 100.5, \"seconds\": 3, "
-    "\"wait_share\": 0.5, \"cost_per_epoch\": null, "
-    "\"verdict\": \"balanced\"}, \"epochs\": [{\"seconds\": 2}, "
-    "{\"seconds\": 4}]}";
+    "{\"schema\": 1, \"config\": {\"model\": \"resnet18\", "
+    "\"strategy\": \"ddp\", \"world\": 2, \"source\": \"synthetic\"}, "
+    "\"result\": {\"images_per_second\": 100.5, \"wall_seconds\": 3, "
+    "\"wait_share\": 0.5, \"cost_per_epoch_usd\": null, "
+    "\"verdict\": \"balanced\"}, \"epochs\": [{\"wall_seconds\": 2}, "
+    "{\"wall_seconds\": 4}]}";
 
 /* No byte of s is a control, and none is a raw C1 or bidi control. */
 static void
@@ -810,20 +849,24 @@ TEST(report_read_fields)
 		{ "\"world\": 2", "\"world\": 0", "config.world" },
 		{ "\"world\": 2", "\"world\": 2.5", "config.world: expected "
 		    "an integer" },
-		{ "\"shardtrain\": 1", "\"shardtrain\": 4294967297",
-		    "version 4294967297" },
-		{ "\"images_per_s\": 100.5", "\"images_per_s\": -1",
-		    "result.images_per_s: -1 is out of range" },
+		{ "\"schema\": 1", "\"schema\": 4294967297",
+		    "schema 4294967297, not 1" },
+		{ "\"schema\": 1", "\"shardtrain\": 1", "no \"schema\"" },
+		{ "\"images_per_second\": 100.5",
+		    "\"images_per_second\": -1",
+		    "result.images_per_second: -1 is out of range" },
 		{ "\"wait_share\": 0.5", "\"wait_share\": 2",
 		    "result.wait_share" },
-		{ "\"cost_per_epoch\": null", "\"cost_per_epoch\": true",
-		    "result.cost_per_epoch: expected a number or null, got a "
-		    "boolean" },
+		{ "\"cost_per_epoch_usd\": null",
+		    "\"cost_per_epoch_usd\": true",
+		    "result.cost_per_epoch_usd: expected a number or null, got "
+		    "a boolean" },
 		{ "\"verdict\": \"balanced\"", "\"x\": 1", "result.verdict is "
 		    "missing" },
-		{ "{\"seconds\": 4}", "{\"seconds\": null}",
-		    "epochs[1].seconds" },
-		{ "{\"seconds\": 4}", "[]", "epochs[1]: expected an object" },
+		{ "{\"wall_seconds\": 4}", "{\"wall_seconds\": null}",
+		    "epochs[1].wall_seconds" },
+		{ "{\"wall_seconds\": 4}", "[]",
+		    "epochs[1]: expected an object" },
 		{ "\"config\": {", "\"config\": [{\"a\": 1}], \"c\": {",
 		    "config: expected an object, got an array" },
 		{ "\"world\": 2", "\"world\": 2, \"world\": 3", "duplicate" },
@@ -866,12 +909,13 @@ TEST(report_read_hostile_strings)
 
 	memset(longs, 'y', sizeof longs - 1);
 	longs[sizeof longs - 1] = '\0';
-	snprintf(text, sizeof text, "{\"shardtrain\": 1, \"config\": {"
+	snprintf(text, sizeof text, "{\"schema\": 1, \"config\": {"
 	    "\"model\": \"m\\n!touch PWNED\\u001b[31m\\u202e\", "
 	    "\"strategy\": \"%s\", \"world\": 1, "
-	    "\"data\": \"gs\\u001b://b/`x`\\r\\n\"}, \"result\": {"
-	    "\"images_per_s\": 1e14, \"seconds\": 1, \"wait_share\": 1, "
-	    "\"cost_per_epoch\": 1e14, \"verdict\": \"v\\u0007\"}}", longs);
+	    "\"source\": \"gs\\u001b://b/`x`\\r\\n\"}, \"result\": {"
+	    "\"images_per_second\": 1e14, \"wall_seconds\": 1, "
+	    "\"wait_share\": 1, \"cost_per_epoch_usd\": 1e14, "
+	    "\"verdict\": \"v\\u0007\"}}", longs);
 	CHECK_EQ_INT(report_read_run("d/a\nEOD\n!touch PWNED `x` \"q\" "
 	    "\x1b.json", text, strlen(text), &r, msg, sizeof msg), 0);
 	t_diag("%s | %s | %s | %s | %s | %s | %s", r.run, r.label, r.model,
@@ -905,7 +949,7 @@ TEST(report_json_symlinks_not_followed)
 	t_write_file("victim", "victim\n", 7);
 	CHECK(symlink("victim", "run.json.part") == 0);
 	CHECK(symlink("victim", "run.json") == 0);
-	CHECK(report_write_json("run.json", &r, &cfg) == 0);
+	report_write_json("run.json", &r, &cfg);
 	victim = t_read_file("victim", NULL);
 	CHECK_EQ_STR(victim, "victim\n");
 	free(victim);
