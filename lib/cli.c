@@ -390,7 +390,8 @@ all_options(const struct cli_command *cmd, int *n)
 }
 
 static void
-value_of(const struct cli_option *o, const char *arg, struct cli_value *v)
+value_of(const struct cli_option *o, const char *arg, struct cli_value *v,
+    int as_short)
 {
 	char err[256];
 	int rc = 0, ci;
@@ -432,6 +433,9 @@ value_of(const struct cli_option *o, const char *arg, struct cli_value *v)
 		rc = cli_parse_list(arg, o->count, v->list, err, sizeof err);
 		break;
 	}
+	/* Named as the user wrote it: -j 0, or --workers 0. */
+	if (rc != 0 && as_short)
+		usage_error("-%c %s: %s", o->short_name, arg, err);
 	if (rc != 0)
 		usage_error("--%s %s: %s", o->name, arg, err);
 }
@@ -494,7 +498,7 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 				;
 			o = all[i];
 		}
-		value_of(o, optarg, &v);
+		value_of(o, optarg, &v, c < 256);
 		switch (o->id) {
 		case -1:
 			cli_quiet = 1;
