@@ -207,7 +207,7 @@ pack() {
 		rm -rf "$d"
 		mkdir -p "$d"
 		"$st" pack "$kind" "$src" -o "$d/$kind-%06d.tar" \
-		    --maxcount "$mc" --no-progress "$@" >"$d/pack.log" ||
+		    --maxcount "$mc" "$@" >"$d/pack.log" ||
 		    die "shardtool pack $kind failed"
 		touch "$d/.done"
 	fi

@@ -158,9 +158,9 @@ case_cmd() {
 		local j=$ncpu
 		[ "$c" = cifar-st-j1 ] && j=1
 		"$st" pack cifar10 "$cifar" -o "$o/cifar10-train-%06d.tar" \
-		    -j "$j" --no-progress &&
+		    -j "$j" &&
 		"$st" pack cifar10 "$cifar" --split test \
-		    -o "$o/cifar10-test-%06d.tar" -j "$j" --no-progress ;;
+		    -o "$o/cifar10-test-%06d.tar" -j "$j" ;;
 	cifar-wds-p1)
 		"$py" "$here/wds_pack.py" cifar10 "$cifar" \
 		    -o "$o/cifar10-{split}-%06d.tar" --split train,test \
@@ -173,7 +173,7 @@ case_cmd() {
 		local j=$ncpu
 		[ "$c" = jpeg-st-j1 ] && j=1
 		"$st" pack imagenet "$imnet" -o "$o/imagenet-train-%06d.tar" \
-		    -j "$j" --no-progress ;;
+		    -j "$j" ;;
 	jpeg-wds)
 		"$py" "$here/wds_pack.py" imagenet "$imnet" \
 		    -o "$o/imagenet-train-%06d.tar" ;;

@@ -3,7 +3,6 @@
  * through the library's sample reader (so within its sample size cap).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,24 +11,23 @@
 
 static int cmd_cat_exec(int, char **);
 
-const struct cmd_entry cmd_cat_entry = {
+static const struct cli_group cat_groups[] = { { NULL, NULL } };
+
+const struct cli_command cmd_cat_entry = {
 	.name = "cat",
 	.usage = "cat URL KEY.EXT",
-	.help =
+	.summary = "write one member of a shard to stdout",
+	.about =
 	    "Write the data of the member KEY.EXT to stdout. A URL may be a\n"
 	    "brace pattern or a manifest NAME.json; the first shard holding\n"
 	    "the member is used. A member of a sample over 256 MiB (the sample\n"
-	    "size cap) is not written: a warning names the sample, exit 1.\n"
-	    "\n"
-	    "options:\n"
-	    "  -h, --help   print this help\n",
+	    "size cap) is not written: a warning names the sample, exit 1.\n",
+	.groups = cat_groups,
+	.min_args = 2,
+	.max_args = 2,
 	.exec = cmd_cat_exec
 };
 
-static const struct option cat_options[] = {
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
 
 /* GNU tar writes "./a.jpg" for "tar -C dir ."; "a.jpg" should find it. */
 static int
@@ -119,18 +117,11 @@ static int
 cmd_cat_exec(int argc, char **argv)
 {
 	struct shard_list shards;
-	int failed = 0, found = 0, c;
+	int failed = 0, found = 0, optind;
 	size_t i;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", cat_options, NULL)) != -1) {
-		if (c == 'h')
-			print_help(&cmd_cat_entry);
-		bad_option(&cmd_cat_entry, c, argv);
-	}
-	if (argc - optind != 2)
-		usage_error(&cmd_cat_entry, "need a URL and a member name");
-	shards_expand(&cmd_cat_entry, 1, argv + optind, &shards);
+	optind = cli_parse(&cmd_cat_entry, argc, argv, NULL, NULL);
+	shards_expand(1, argv + optind, &shards);
 	for (i = 0; i < shards.n && !found; i++) {
 		if (cat_shard(shards.v[i].url, argv[optind + 1], &found) < 0)
 			failed = 1;

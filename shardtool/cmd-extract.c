@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,10 +22,27 @@
 
 static int cmd_extract_exec(int, char **);
 
-const struct cmd_entry cmd_extract_entry = {
+static const struct cli_option extract_options[] = {
+	{ "directory", 'C', 'C', CLI_STRING, "DIR", "extract into DIR "
+	    "(required; -v prints each name)", 0, 0, NULL, 0 },
+	OPT_END
+};
+static const struct cli_group extract_groups[] = {
+	{ "extract", extract_options }, { NULL, NULL }
+};
+
+static void
+extract_set(void *ctx, const struct cli_option *o, const struct cli_value *v)
+{
+	(void)o;
+	*(const char **)ctx = v->s;
+}
+
+const struct cli_command cmd_extract_entry = {
 	.name = "extract",
 	.usage = "extract [-v] -C DIR URL...",
-	.help =
+	.summary = "extract shards into a folder, safely",
+	.about =
 	    "Extract every entry of the shards into the folder DIR, which must\n"
 	    "exist: files (mode 0644), folders (0755), symbolic and hard links.\n"
 	    "Entries that would land or point outside DIR are refused: absolute\n"
@@ -36,21 +52,13 @@ const struct cmd_entry cmd_extract_entry = {
 	    "error; the others are still extracted. A sample (the entries that\n"
 	    "share a key) over 256 MiB is skipped with a warning naming it, and\n"
 	    "is an error too. A URL may be a brace pattern or a manifest\n"
-	    "NAME.json.\n"
-	    "\n"
-	    "options:\n"
-	    "  -C, --directory DIR   extract into DIR\n"
-	    "  -v, --verbose         print each name extracted\n"
-	    "  -h, --help            print this help\n",
+	    "NAME.json.\n",
+	.groups = extract_groups,
+	.min_args = 1,
+	.max_args = -1,
 	.exec = cmd_extract_exec
 };
 
-static const struct option extract_options[] = {
-	{ "directory", required_argument, NULL, 'C' },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
 
 struct extract {
 	int dirfd;		/* the folder everything goes under */
@@ -299,28 +307,13 @@ cmd_extract_exec(int argc, char **argv)
 	struct shard_list shards;
 	const char *dir = NULL;
 	size_t i;
-	int c;
+	int first;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":C:vh", extract_options,
-	    NULL)) != -1) {
-		switch (c) {
-		case 'C':
-			dir = optarg;
-			break;
-		case 'v':
-			x.verbose = 1;
-			break;
-		case 'h':
-			print_help(&cmd_extract_entry);
-		default:
-			bad_option(&cmd_extract_entry, c, argv);
-		}
-	}
+	first = cli_parse(&cmd_extract_entry, argc, argv, extract_set, &dir);
+	x.verbose = cli_verbose > 0;
 	if (dir == NULL)
-		usage_error(&cmd_extract_entry, "no folder given with -C");
-	shards_expand(&cmd_extract_entry, argc - optind, argv + optind,
-	    &shards);
+		usage_error("no folder given with -C");
+	shards_expand(argc - first, argv + first, &shards);
 	if ((x.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		die("%s: %s", dir, strerror(errno));
 	for (i = 0; i < shards.n; i++)

@@ -3,7 +3,6 @@
  * and MD5 of each shard) or, with --dali, DALI's per-shard .idx files.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -16,10 +15,41 @@
 
 static int cmd_index_exec(int, char **);
 
-const struct cmd_entry cmd_index_entry = {
+enum { OPT_DALI = 1, OPT_OUTPUT };
+
+static const struct cli_option index_options[] = {
+	{ "dali", 0, OPT_DALI, CLI_FLAG, NULL, "write DALI .idx files", 0, 0,
+	    NULL, 0 },
+	{ "output", 'o', OPT_OUTPUT, CLI_STRING, "OUT",
+	    "the manifest file, or the folder for .idx files", 0, 0, NULL,
+	    0 },
+	OPT_END
+};
+static const struct cli_group index_groups[] = {
+	{ "index", index_options }, { NULL, NULL }
+};
+
+struct index_opts {
+	int dali;
+	const char *out;
+};
+
+static void
+index_set(void *ctx, const struct cli_option *o, const struct cli_value *v)
+{
+	struct index_opts *io = ctx;
+
+	if (o->id == OPT_DALI)
+		io->dali = 1;
+	else
+		io->out = strcmp(v->s, "-") == 0 ? NULL : v->s;
+}
+
+const struct cli_command cmd_index_entry = {
 	.name = "index",
 	.usage = "index [--dali] [-o OUT] URL...",
-	.help =
+	.summary = "write a manifest, or DALI index files, for shards",
+	.about =
 	    "Read each shard and write a wids manifest listing its URL, sample\n"
 	    "count, size and MD5: to the file OUT, or to stdout without -o or\n"
 	    "with -o -. In a manifest file, a local shard's URL is relative to\n"
@@ -30,23 +60,13 @@ const struct cmd_entry cmd_index_entry = {
 	    "\"ext offset size name\" for each member (offset of its data).\n"
 	    "DALI reads only uncompressed tars: a compressed shard is refused.\n"
 	    "Two shards whose .idx files would have one name are refused (a\n"
-	    "usage error) before any file is written.\n"
-	    "\n"
-	    "options:\n"
-	    "      --dali        write DALI .idx files\n"
-	    "  -o, --output OUT  the manifest file, or the folder for .idx files\n"
-	    "  -h, --help        print this help\n",
+	    "usage error) before any file is written.\n",
+	.groups = index_groups,
+	.min_args = 1,
+	.max_args = -1,
 	.exec = cmd_index_exec
 };
 
-enum { OPT_DALI = 256 };
-
-static const struct option index_options[] = {
-	{ "dali", no_argument, NULL, OPT_DALI },
-	{ "output", required_argument, NULL, 'o' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
 
 /* DALI's index version that carries member names (wds2idx.py). */
 #define DALI_INDEX_VERSION "v1.2"
@@ -231,7 +251,7 @@ dali_paths(const struct shard_list *shards, const char *dir)
 		/* Few shards per run; a quadratic check costs nothing. */
 		for (j = 0; j < i; j++)
 			if (keys[j] != NULL && strcmp(keys[i], keys[j]) == 0)
-				usage_error(&cmd_index_entry, "%s and %s would "
+				usage_error("%s and %s would "
 				    "both write the index %s; give shards "
 				    "with distinct names, or index them "
 				    "separately", shards->v[j].url,
@@ -347,28 +367,15 @@ cmd_index_exec(int argc, char **argv)
 	struct shard_list shards;
 	struct sk_error err;
 	char **paths = NULL;
-	const char *out = NULL;
-	int dali = 0, failed = 0, c;
+	struct index_opts o = { 0, NULL };
+	const char *out;
+	int dali, failed = 0, first;
 	size_t i;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:h", index_options,
-	    NULL)) != -1) {
-		switch (c) {
-		case OPT_DALI:
-			dali = 1;
-			break;
-		case 'o':
-			out = strcmp(optarg, "-") == 0 ? NULL : optarg;
-			break;
-		case 'h':
-			print_help(&cmd_index_entry);
-		default:
-			bad_option(&cmd_index_entry, c, argv);
-		}
-	}
-	shards_expand(&cmd_index_entry, argc - optind, argv + optind,
-	    &shards);
+	first = cli_parse(&cmd_index_entry, argc, argv, index_set, &o);
+	dali = o.dali;
+	out = o.out;
+	shards_expand(argc - first, argv + first, &shards);
 	if (!dali)
 		failed = index_manifest(&shards, out);
 	if (dali)

@@ -2,7 +2,6 @@
  * cmd-ls.c - list the samples of shards (key and extensions), or with -l
  * their members with data offset and size.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -10,26 +9,30 @@
 
 static int cmd_ls_exec(int, char **);
 
-const struct cmd_entry cmd_ls_entry = {
+static const struct cli_option ls_options[] = {
+	{ "long", 'l', 'l', CLI_FLAG, NULL,
+	    "list members instead: data offset, size and name", 0, 0, NULL, 0 },
+	OPT_END
+};
+static const struct cli_group ls_groups[] = {
+	{ "ls", ls_options }, { NULL, NULL }
+};
+
+const struct cli_command cmd_ls_entry = {
 	.name = "ls",
 	.usage = "ls [-l] URL...",
-	.help =
+	.summary = "list the samples (or members) of shards",
+	.about =
 	    "List the samples of each shard, one per line: the key, a tab and\n"
 	    "the extensions of its members in tar order. With several shards\n"
 	    "each shard's list follows a line \"URL:\". A URL may be a brace\n"
-	    "pattern or a manifest NAME.json.\n"
-	    "\n"
-	    "options:\n"
-	    "  -l, --long   list members instead: data offset, size and name\n"
-	    "  -h, --help   print this help\n",
+	    "pattern or a manifest NAME.json.\n",
+	.groups = ls_groups,
+	.min_args = 1,
+	.max_args = -1,
 	.exec = cmd_ls_exec
 };
 
-static const struct option ls_options[] = {
-	{ "long", no_argument, NULL, 'l' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
 
 /* The first n members of s: those read whole. */
 static void
@@ -75,26 +78,23 @@ ls_shard(const char *url, int long_format)
 	return rc;
 }
 
+static void
+set_flag(void *ctx, const struct cli_option *o, const struct cli_value *v)
+{
+	(void)o;
+	(void)v;
+	*(int *)ctx = 1;
+}
+
 static int
 cmd_ls_exec(int argc, char **argv)
 {
 	struct shard_list shards;
-	int long_format = 0, failed = 0, c;
+	int long_format = 0, failed = 0, optind;
 	size_t i;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":lh", ls_options, NULL)) != -1) {
-		switch (c) {
-		case 'l':
-			long_format = 1;
-			break;
-		case 'h':
-			print_help(&cmd_ls_entry);
-		default:
-			bad_option(&cmd_ls_entry, c, argv);
-		}
-	}
-	shards_expand(&cmd_ls_entry, argc - optind, argv + optind, &shards);
+	optind = cli_parse(&cmd_ls_entry, argc, argv, set_flag, &long_format);
+	shards_expand(argc - optind, argv + optind, &shards);
 	for (i = 0; i < shards.n; i++) {
 		if (shards.n > 1)
 			printf("%s%s:\n", i > 0 ? "\n" : "", shards.v[i].url);

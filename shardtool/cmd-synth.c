@@ -10,7 +10,6 @@
 #include <sys/types.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -24,21 +23,64 @@
 
 static int cmd_synth_exec(int, char **);
 
-const struct cmd_entry cmd_synth_entry = {
+enum {
+	OPT_TRAIN = 256,
+	OPT_TEST,
+	OPT_SEED,
+	OPT_CLASSES,
+	OPT_PER_CLASS,
+	OPT_VAL,
+	OPT_QUALITY,
+	OPT_WORKERS
+};
+
+static const struct cli_option synth_cifar_opts[] = {
+	{ "train", 0, OPT_TRAIN, CLI_INT, "N",
+	    "training images over the 5 batch files, the\n"
+	    "first files taking any remainder (50000)", 0, 100000000, NULL, 0 },
+	{ "test", 0, OPT_TEST, CLI_INT, "N", "test images (10000)", 0,
+	    100000000, NULL, 0 },
+	OPT_END
+};
+static const struct cli_option synth_imagenet_opts[] = {
+	{ "classes", 0, OPT_CLASSES, CLI_INT, "C", "classes (10)", 1, 10000,
+	    NULL, 0 },
+	{ "per-class", 0, OPT_PER_CLASS, CLI_INT, "N",
+	    "training images per class (50)", 0, 1000000, NULL, 0 },
+	{ "val", 0, OPT_VAL, CLI_INT, "N",
+	    "validation images, labels balanced (5 per class)", 0, 10000000,
+	    NULL, 0 },
+	{ "quality", 0, OPT_QUALITY, CLI_INT, "Q", "JPEG quality, 1-100 (90)",
+	    1, 100, NULL, 0 },
+	{ "workers", 'j', OPT_WORKERS, CLI_INT, "N",
+	    "threads (this rank's CPUs, at most 64)", 1, 1024, NULL, 0 },
+	OPT_END
+};
+static const struct cli_option synth_both_opts[] = {
+	{ "seed", 0, OPT_SEED, CLI_UINT64, "S", "random seed (0)", 0, 0, NULL,
+	    0 },
+	OPT_END
+};
+static const struct cli_group synth_groups[] = {
+	{ "cifar10", synth_cifar_opts },
+	{ "imagenet", synth_imagenet_opts },
+	{ "both", synth_both_opts },
+	{ NULL, NULL }
+};
+
+const struct cli_command cmd_synth_entry = {
 	.name = "synth",
 	.usage = "synth cifar10|imagenet DIR [options]",
-	.help =
+	.summary = "write a synthetic CIFAR-10 or ImageNet in the real layout",
+	.about =
 	    "Write a synthetic dataset under DIR (created if missing) in the\n"
 	    "real on-disk layout. Each class draws its own shape and colors,\n"
 	    "placed and sized at random per image. The same options give\n"
-	    "byte-identical files, whatever -j is.\n"
+	    "byte-identical files, whatever --workers is.\n"
 	    "\n"
 	    "cifar10: DIR/data_batch_1.bin ... data_batch_5.bin, test_batch.bin\n"
 	    "(records of 1 label byte and 32x32 R, G, B planes) and\n"
 	    "batches.meta.txt (the 10 class names).\n"
-	    "      --train N       training images over the 5 batch files, the\n"
-	    "                      first files taking any remainder (50000)\n"
-	    "      --test N        test images (10000)\n"
 	    "\n"
 	    "imagenet: DIR/train/WNID/WNID_N.JPEG (N from 1),\n"
 	    "DIR/val/ILSVRC2012_val_NNNNNNNN.JPEG, DIR/LOC_val_solution.csv (a\n"
@@ -47,41 +89,14 @@ const struct cmd_entry cmd_synth_entry = {
 	    "bytes per pixel. As in the real set, three training files are odd:\n"
 	    "the first three in class order (WNID_1, _2 and _3 of class 0) are\n"
 	    "a grayscale JPEG, a CMYK JPEG (Adobe, inverted) and a PNG named\n"
-	    ".JPEG; none are made when there are fewer than 3 training images.\n"
-	    "      --classes C     classes (10)\n"
-	    "      --per-class N   training images per class (50)\n"
-	    "      --val N         validation images, labels balanced (5 per class)\n"
-	    "      --quality Q     JPEG quality, 1-100 (90)\n"
-	    "  -j, --jobs N        worker threads (the number of CPUs)\n"
-	    "\n"
-	    "options for both:\n"
-	    "      --seed S        random seed (0)\n"
-	    "  -h, --help          print this help\n",
+	    ".JPEG; none are made when there are fewer than 3 training images.\n",
+	.groups = synth_groups,
+	.min_args = 2,
+	.max_args = 2,
 	.exec = cmd_synth_exec
 };
 
-enum {
-	OPT_TRAIN = 256,
-	OPT_TEST,
-	OPT_SEED,
-	OPT_CLASSES,
-	OPT_PER_CLASS,
-	OPT_VAL,
-	OPT_QUALITY
-};
 
-static const struct option synth_options[] = {
-	{ "train", required_argument, NULL, OPT_TRAIN },
-	{ "test", required_argument, NULL, OPT_TEST },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "classes", required_argument, NULL, OPT_CLASSES },
-	{ "per-class", required_argument, NULL, OPT_PER_CLASS },
-	{ "val", required_argument, NULL, OPT_VAL },
-	{ "quality", required_argument, NULL, OPT_QUALITY },
-	{ "jobs", required_argument, NULL, 'j' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
 
 /* ------------------------------------------------------------------------ */
 /* random numbers                                                           */
@@ -1134,86 +1149,85 @@ synth_imagenet(const char *dir, int nclasses, int per_class, size_t nval,
 /* ------------------------------------------------------------------------ */
 /* options                                                                  */
 
+struct synth_opts {
+	long long ntrain, ntest, nval;
+	int nclasses, per_class, quality, jobs;
+	const char *cifar_opt, *imagenet_opt;
+	uint64_t seed;
+};
+
+static void
+synth_set(void *ctx, const struct cli_option *opt, const struct cli_value *v)
+{
+	struct synth_opts *o = ctx;
+
+	switch (opt->id) {
+	case OPT_TRAIN: o->ntrain = v->i; o->cifar_opt = "--train"; break;
+	case OPT_TEST: o->ntest = v->i; o->cifar_opt = "--test"; break;
+	case OPT_SEED: o->seed = v->u; break;
+	case OPT_CLASSES:
+		o->nclasses = (int)v->i;
+		o->imagenet_opt = "--classes";
+		break;
+	case OPT_PER_CLASS:
+		o->per_class = (int)v->i;
+		o->imagenet_opt = "--per-class";
+		break;
+	case OPT_VAL: o->nval = v->i; o->imagenet_opt = "--val"; break;
+	case OPT_QUALITY:
+		o->quality = (int)v->i;
+		o->imagenet_opt = "--quality";
+		break;
+	case OPT_WORKERS:
+		o->jobs = (int)v->i;
+		o->imagenet_opt = "--workers";
+		break;
+	}
+}
+
 static int
 cmd_synth_exec(int argc, char **argv)
 {
-	const struct cmd_entry *cmd = &cmd_synth_entry;
-	long long ntrain = 50000, ntest = 10000, nval = -1;
-	int nclasses = 10, per_class = 50, quality = 90, jobs = 0;
-	int c;
-	const char *kind, *dir, *cifar_opt = NULL, *imagenet_opt = NULL;
-	uint64_t seed = 0;
+	struct synth_opts o = { 50000, 10000, -1, 10, 50, 90, 0, NULL, NULL,
+	    0 };
+	long long ntrain, ntest, nval;
+	int nclasses, per_class, quality, jobs, optind;
+	const char *kind, *dir, *cifar_opt, *imagenet_opt;
+	uint64_t seed;
 	long n;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hj:", synth_options,
-	    NULL)) != -1) {
-		switch (c) {
-		case OPT_TRAIN:
-			ntrain = parse_int(cmd, "--train", optarg, 0,
-			    100000000);
-			cifar_opt = "--train";
-			break;
-		case OPT_TEST:
-			ntest = parse_int(cmd, "--test", optarg, 0, 100000000);
-			cifar_opt = "--test";
-			break;
-		case OPT_SEED:
-			seed = (uint64_t)parse_int(cmd, "--seed", optarg, 0,
-			    INT64_MAX);
-			break;
-		case OPT_CLASSES:
-			nclasses = (int)parse_int(cmd, "--classes", optarg, 1,
-			    10000);
-			imagenet_opt = "--classes";
-			break;
-		case OPT_PER_CLASS:
-			per_class = (int)parse_int(cmd, "--per-class", optarg,
-			    0, 1000000);
-			imagenet_opt = "--per-class";
-			break;
-		case OPT_VAL:
-			nval = parse_int(cmd, "--val", optarg, 0, 10000000);
-			imagenet_opt = "--val";
-			break;
-		case OPT_QUALITY:
-			quality = (int)parse_int(cmd, "--quality", optarg, 1,
-			    100);
-			imagenet_opt = "--quality";
-			break;
-		case 'j':
-			jobs = (int)parse_int(cmd, "-j", optarg, 1, 1024);
-			imagenet_opt = "-j";
-			break;
-		case 'h':
-			print_help(cmd);
-		default:
-			bad_option(cmd, c, argv);
-		}
-	}
-	if (argc - optind != 2)
-		usage_error(cmd, "want a dataset kind and a directory");
+	optind = cli_parse(&cmd_synth_entry, argc, argv, synth_set, &o);
+	ntrain = o.ntrain;
+	ntest = o.ntest;
+	nval = o.nval;
+	nclasses = o.nclasses;
+	per_class = o.per_class;
+	quality = o.quality;
+	jobs = o.jobs;
+	cifar_opt = o.cifar_opt;
+	imagenet_opt = o.imagenet_opt;
+	seed = o.seed;
 	kind = argv[optind];
 	dir = argv[optind + 1];
 
 	if (strcmp(kind, "cifar10") == 0) {
 		if (imagenet_opt != NULL)
-			usage_error(cmd, "%s does not apply to cifar10",
+			usage_error("%s does not apply to cifar10",
 			    imagenet_opt);
 		return synth_cifar10(dir, (size_t)ntrain, (size_t)ntest, seed);
 	}
 	if (strcmp(kind, "imagenet") != 0)
-		usage_error(cmd, "unknown dataset '%s': want cifar10 or "
+		usage_error("unknown dataset '%s': want cifar10 or "
 		    "imagenet", kind);
 	if (cifar_opt != NULL)
-		usage_error(cmd, "%s does not apply to imagenet", cifar_opt);
+		usage_error("%s does not apply to imagenet", cifar_opt);
 	if ((long long)nclasses * per_class > 100000000)
-		usage_error(cmd, "--classes x --per-class is over 100000000");
+		usage_error("--classes x --per-class is over 100000000");
 	if (nval < 0)
 		nval = 5LL * nclasses;
 	if (jobs == 0) {
-		n = sysconf(_SC_NPROCESSORS_ONLN);
-		jobs = n < 1 ? 1 : n > 64 ? 64 : (int)n;
+		n = cli_cpus_per_rank();
+		jobs = n > 64 ? 64 : (int)n;
 	}
 	return synth_imagenet(dir, nclasses, per_class, (size_t)nval, seed,
 	    jobs, quality);

@@ -6,7 +6,6 @@
  * problems too: a shard that verifies is one that every tool accepts.
  */
 #include <ctype.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -19,10 +18,26 @@
 
 static int cmd_verify_exec(int, char **);
 
-const struct cmd_entry cmd_verify_entry = {
+enum { OPT_DECODE = 1, OPT_CLASSES, OPT_JSON };
+
+static const struct cli_option verify_options[] = {
+	{ "decode", 0, OPT_DECODE, CLI_FLAG, NULL, "also decode every image",
+	    0, 0, NULL, 0 },
+	{ "classes", 0, OPT_CLASSES, CLI_INT, "N", "labels must be below N",
+	    1, 1e15, NULL, 0 },
+	{ "json", 0, OPT_JSON, CLI_STRING, "FILE",
+	    "write the counts as JSON (- for stdout)", 0, 0, NULL, 0 },
+	OPT_END
+};
+static const struct cli_group verify_groups[] = {
+	{ "verify", verify_options }, { NULL, NULL }
+};
+
+const struct cli_command cmd_verify_entry = {
 	.name = "verify",
 	.usage = "verify [--decode] [--classes N] [-q] URL...",
-	.help =
+	.summary = "check shards (and their manifest) for problems",
+	.about =
 	    "Check every shard: the tar structure, that the members of a\n"
 	    "sample are adjacent and unique, and that no entry is one extract\n"
 	    "refuses (an absolute name, a \"..\" component, a device or FIFO)\n"
@@ -34,25 +49,13 @@ const struct cmd_entry cmd_verify_entry = {
 	    "is a problem. For a manifest NAME.json also check each shard's\n"
 	    "sample count, size and MD5 and that labels are below the number\n"
 	    "of classes it names. Each problem is a line on stderr; a summary\n"
-	    "goes to stdout. Exit status 1 if any problem was found.\n"
-	    "\n"
-	    "options:\n"
-	    "      --decode      also decode every image\n"
-	    "      --classes N   labels must be below N\n"
-	    "  -q, --quiet       no summary\n"
-	    "  -h, --help        print this help\n",
+	    "goes to stdout (-q: none). Exit status 1 if any problem was found.\n",
+	.groups = verify_groups,
+	.min_args = 1,
+	.max_args = -1,
 	.exec = cmd_verify_exec
 };
 
-enum { OPT_DECODE = 256, OPT_CLASSES };
-
-static const struct option verify_options[] = {
-	{ "decode", no_argument, NULL, OPT_DECODE },
-	{ "classes", required_argument, NULL, OPT_CLASSES },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
 
 /* The keys seen in one shard: open addressing, linear probing. */
 struct keyset {
@@ -435,55 +438,81 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 		check_manifest(v, sh->expect, v->nsamples - first);
 }
 
+struct verify_opts {
+	int decode;
+	long long classes;
+	const char *json;
+};
+
+static void
+verify_set(void *ctx, const struct cli_option *opt, const struct cli_value *v)
+{
+	struct verify_opts *o = ctx;
+
+	switch (opt->id) {
+	case OPT_DECODE: o->decode = 1; break;
+	case OPT_CLASSES: o->classes = v->i; break;
+	case OPT_JSON: o->json = v->s; break;
+	}
+}
+
 static int
 cmd_verify_exec(int argc, char **argv)
 {
 	struct verify v = { 0 };
+	struct verify_opts o = { 0, 0, NULL };
 	struct shard_list shards;
-	long long classes = 0;
-	int decode = 0, quiet = 0, c;
+	struct cli_json *j;
+	double t0 = cli_now();
+	FILE *summary;
 	size_t i;
+	int first;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":qh", verify_options,
-	    NULL)) != -1) {
-		switch (c) {
-		case OPT_DECODE:
-			decode = 1;
-			break;
-		case OPT_CLASSES:
-			classes = parse_int(&cmd_verify_entry, "--classes",
-			    optarg, 1, LLONG_MAX);
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 'h':
-			print_help(&cmd_verify_entry);
-		default:
-			bad_option(&cmd_verify_entry, c, argv);
-		}
-	}
-	shards_expand(&cmd_verify_entry, argc - optind, argv + optind,
-	    &shards);
+	first = cli_parse(&cmd_verify_entry, argc, argv, verify_set, &o);
+	shards_expand(argc - first, argv + first, &shards);
 	for (i = 0; i < shards.n; i++) {
 		/* --classes wins over what a manifest names. */
-		v.classes = classes > 0 ? classes :
+		v.classes = o.classes > 0 ? o.classes :
 		    (long long)shards.v[i].nclasses;
-		verify_shard(&v, &shards.v[i], decode);
+		verify_shard(&v, &shards.v[i], o.decode);
 	}
-	if (!quiet) {
-		printf("verified %zu shards, %" PRIu64 " samples, %" PRIu64
+	/* With --json -, standard output holds the JSON alone. */
+	summary = o.json != NULL && strcmp(o.json, "-") == 0 ? stderr : stdout;
+	if (!cli_quiet) {
+		fprintf(summary, "verified %zu shards, %" PRIu64 " samples, %" PRIu64
 		    " members: %" PRIu64 " problems", shards.n, v.nsamples,
 		    v.nmembers, v.nproblems);
 		/* Nothing read goes unreported: directories, links and
 		 * __*__ metadata are not sample members. */
 		if (v.nskipped > 0)
-			printf(" (%" PRIu64 " other entries skipped: "
+			fprintf(summary, " (%" PRIu64 " other entries skipped: "
 			    "directories, links, __*__ metadata)", v.nskipped);
-		putchar('\n');
+		fputc('\n', summary);
 	}
 	flush_stdout();
+	if (o.json != NULL) {
+		j = cli_json_open(o.json);
+		cli_json_object(j, "config");
+		cli_json_array(j, "sources");
+		for (i = 0; i < (size_t)(argc - first); i++)
+			cli_json_str(j, NULL, argv[first + i]);
+		cli_json_end(j);
+		cli_json_bool(j, "decode", o.decode);
+		if (o.classes > 0)
+			cli_json_int(j, "classes", o.classes);
+		else
+			cli_json_null(j, "classes");
+		cli_json_end(j);
+		cli_json_object(j, "result");
+		cli_json_uint(j, "shards", shards.n);
+		cli_json_uint(j, "samples", v.nsamples);
+		cli_json_uint(j, "members", v.nmembers);
+		cli_json_uint(j, "other_entries", v.nskipped);
+		cli_json_uint(j, "problems", v.nproblems);
+		cli_json_real(j, "wall_seconds", cli_now() - t0);
+		cli_json_end(j);
+		cli_json_close(j);
+	}
 	shards_free(&shards);
 	return v.nproblems > 0;
 }

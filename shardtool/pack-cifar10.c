@@ -139,7 +139,7 @@ pack_cifar10_init(struct pack_dataset *ds, const char *src,
 	ds->produce = cifar_produce;
 	ds->ctx = c;
 	if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
-		usage_error(&cmd_pack_entry, "--split: cifar10 has train and "
+		usage_error("--split: cifar10 has train and "
 		    "test, not '%s'", split);
 	ds->split = split;
 	/* Accept the folder the archive unpacks into, too. */

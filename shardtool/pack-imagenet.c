@@ -509,7 +509,7 @@ pack_imagenet_init(struct pack_dataset *ds, const char *src,
 	const char *dir;
 
 	if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0)
-		usage_error(&cmd_pack_entry, "--split: imagenet has train and "
+		usage_error("--split: imagenet has train and "
 		    "val, not '%s'", split);
 	im->imagenet = 1;
 	ds->split = split;

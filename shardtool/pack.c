@@ -1,6 +1,6 @@
 /*
  * pack.c - the packing engine: ordered parallel conversion, shard rotation
- * within --maxcount and --maxsize, the manifest, progress and the summary.
+ * within --max-count and --max-size, the manifest, progress and the summary.
  *
  * Threads: -j workers call ds->produce() for items claimed in order into a
  * ring of slots; the main thread writes the slots in item order, so the
@@ -189,7 +189,7 @@ json_quote(char *dst, size_t cap, const char *src)
 
 /* Split "DIR/name-%06d.tar" around its one integer conversion. */
 static void
-parse_pattern(struct engine *e, const struct cmd_entry *cmd)
+parse_pattern(struct engine *e)
 {
 	const char *p = e->o->pattern, *pct = NULL, *q;
 	char *prefix;
@@ -198,12 +198,12 @@ parse_pattern(struct engine *e, const struct cmd_entry *cmd)
 		if (*q != '%')
 			continue;
 		if (pct != NULL)
-			usage_error(cmd, "-o %s: want exactly one %%d, as in "
+			usage_error("-o %s: want exactly one %%d, as in "
 			    "'out/name-%%06d.tar'", p);
 		pct = q;
 	}
 	if (pct == NULL)
-		usage_error(cmd, "-o %s: no %%d for the shard number, as in "
+		usage_error("-o %s: no %%d for the shard number, as in "
 		    "'out/name-%%06d.tar'", p);
 	q = pct + 1;
 	if (*q == '0')
@@ -212,7 +212,7 @@ parse_pattern(struct engine *e, const struct cmd_entry *cmd)
 	while (*q >= '0' && *q <= '9')
 		e->width = e->width * 10 + (*q++ - '0');
 	if (*q != 'd' || e->width > 12)
-		usage_error(cmd, "-o %s: the shard number must be %%d or "
+		usage_error("-o %s: the shard number must be %%d or "
 		    "%%0Nd", p);
 	prefix = xmalloc((size_t)(pct - p) + 1);
 	memcpy(prefix, p, (size_t)(pct - p));
@@ -474,14 +474,14 @@ run_parallel(struct engine *e)
 	size_t pos, slot;
 	int i, r;
 
-	e->window = (size_t)e->o->jobs * 16;
+	e->window = (size_t)e->o->workers * 16;
 	e->slots = xcalloc(e->window, sizeof *e->slots);
 	e->ready = xcalloc(e->window, sizeof *e->ready);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv_ready, NULL);
 	pthread_cond_init(&e->cv_space, NULL);
-	tids = xcalloc((size_t)e->o->jobs, sizeof *tids);
-	for (i = 0; i < e->o->jobs; i++)
+	tids = xcalloc((size_t)e->o->workers, sizeof *tids);
+	for (i = 0; i < e->o->workers; i++)
 		if ((errno = pthread_create(&tids[i], NULL, worker, e)) != 0)
 			die("cannot start a thread: %s", strerror(errno));
 	for (pos = 0; pos < e->n; pos++) {
@@ -499,7 +499,7 @@ run_parallel(struct engine *e)
 		pthread_cond_broadcast(&e->cv_space);
 		pthread_mutex_unlock(&e->mu);
 	}
-	for (i = 0; i < e->o->jobs; i++)
+	for (i = 0; i < e->o->workers; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);
 	free(e->slots);
@@ -512,13 +512,13 @@ run_parallel(struct engine *e)
 static void
 make_order(struct engine *e)
 {
-	uint64_t state = (uint64_t)e->o->shuffle;
+	uint64_t state = e->o->seed;
 	size_t i, j, t;
 
 	e->order = xmalloc((e->n ? e->n : 1) * sizeof *e->order);
 	for (i = 0; i < e->n; i++)
 		e->order[i] = i;
-	if (e->o->shuffle < 0)
+	if (!e->o->shuffle)
 		return;
 	/* Fisher-Yates with a fixed generator: the same seed, the same order
 	 * on every machine. */
@@ -531,15 +531,16 @@ make_order(struct engine *e)
 }
 
 static void
-print_reasons(const char *title, const struct reason *v, uint64_t total)
+print_reasons(FILE *f, const char *title, const struct reason *v,
+    uint64_t total)
 {
 	int i;
 
-	printf("  %s: %llu", title, (unsigned long long)total);
+	fprintf(f, "  %s: %llu", title, (unsigned long long)total);
 	for (i = 0; i < MAX_REASONS && v[i].why != NULL; i++)
-		printf("%s%llu %s", i ? ", " : " (",
+		fprintf(f, "%s%llu %s", i ? ", " : " (",
 		    (unsigned long long)v[i].n, v[i].why);
-	printf("%s\n", total ? ")" : "");
+	fprintf(f, "%s\n", total ? ")" : "");
 }
 
 static void
@@ -551,16 +552,20 @@ summary(struct engine *e, const char *mpath)
 	char *next;
 	int i;
 
+	/* With --json -, standard output holds the JSON alone. */
+	FILE *f = e->o->json != NULL && strcmp(e->o->json, "-") == 0 ?
+	    stderr : stdout;
+
 	for (i = 0; i < MAX_REASONS; i++)
 		nconv += e->converted[i].n;
-	printf("packed %s %s: %llu samples into %llu shard%s, %.1f MB, in "
+	fprintf(f, "packed %s %s: %llu samples into %llu shard%s, %.1f MB, in "
 	    "%.2f s (%.0f samples/s)\n", e->ds->name, e->ds->split,
 	    (unsigned long long)e->samples, (unsigned long long)e->nshards,
 	    e->nshards == 1 ? "" : "s",
 	    e->bytes / 1e6, dt, dt > 0 ? e->samples / dt : 0.0);
-	printf("  manifest: %s\n", mpath);
-	print_reasons("converted", e->converted, nconv);
-	print_reasons("skipped", e->skipped, e->nskipped);
+	fprintf(f, "  manifest: %s\n", mpath);
+	print_reasons(f, "converted", e->converted, nconv);
+	print_reasons(f, "skipped", e->skipped, e->nskipped);
 	/* A shard from an earlier, longer run would look like part of this
 	 * dataset to a glob. Say so rather than delete a user's file. */
 	next = shard_path(e, e->nshards);
@@ -568,6 +573,73 @@ summary(struct engine *e, const char *mpath)
 		warn("%s is left from an earlier run and is not in %s", next,
 		    mpath);
 	free(next);
+}
+
+/* The reasons a sample is skipped (pack_skip's first words), and their
+ * --json names; every one is written, zeros included. */
+static const char *const skip_reasons[][2] = {
+	{ "bad label", "bad_label" },
+	{ "missing label", "missing_label" },
+	{ "unreadable file", "unreadable_file" },
+	{ "undecodable image", "undecodable_image" },
+	{ "over the pixel limit", "over_pixel_limit" },
+};
+#define NSKIP (sizeof skip_reasons / sizeof skip_reasons[0])
+
+static uint64_t
+reason_count(const struct reason *v, const char *why)
+{
+	int i;
+
+	for (i = 0; i < MAX_REASONS && v[i].why != NULL; i++)
+		if (strcmp(v[i].why, why) == 0)
+			return v[i].n;
+	return 0;
+}
+
+static void
+write_json(struct engine *e, const char *mpath)
+{
+	const struct pack_opts *o = e->o;
+	const char *names[NSKIP];
+	uint64_t counts[NSKIP], nconv = 0;
+	double dt = now() - e->t0;
+	struct cli_json *j;
+	size_t i;
+
+	for (i = 0; i < NSKIP; i++) {
+		names[i] = skip_reasons[i][1];
+		counts[i] = reason_count(e->skipped, skip_reasons[i][0]);
+	}
+	for (i = 0; i < MAX_REASONS; i++)
+		nconv += e->converted[i].n;
+	j = cli_json_open(o->json);
+	cli_json_object(j, "config");
+	cli_json_str(j, "source", o->source);
+	cli_json_str(j, "dataset", e->ds->name);
+	cli_json_str(j, "split", e->ds->split);
+	cli_json_str(j, "output", o->pattern);
+	cli_json_str(j, "manifest", mpath);
+	cli_json_uint(j, "max_count", o->maxcount);
+	cli_json_uint(j, "max_size_bytes", o->maxsize);
+	if (o->shuffle)
+		cli_json_uint(j, "seed", o->seed);
+	else
+		cli_json_null(j, "seed");
+	cli_json_int(j, "workers", o->workers);
+	cli_json_bool(j, "strict", o->strict);
+	cli_json_end(j);
+	cli_json_object(j, "result");
+	cli_json_uint(j, "samples", e->samples);
+	cli_json_uint(j, "shards", e->nshards);
+	cli_json_uint(j, "bytes", e->bytes);
+	cli_json_skips(j, counts, names, (int)NSKIP);
+	cli_json_uint(j, "converted", nconv);
+	cli_json_real(j, "wall_seconds", dt);
+	cli_json_real(j, "images_per_second", dt > 0 ? e->samples / dt : 0);
+	cli_json_real(j, "bytes_per_second", dt > 0 ? e->bytes / dt : 0);
+	cli_json_end(j);
+	cli_json_close(j);
 }
 
 int
@@ -584,7 +656,7 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	e.ds = ds;
 	e.n = ds->nitems;
 	e.progress = o->progress >= 0 ? o->progress : isatty(2);
-	parse_pattern(&e, &cmd_pack_entry);
+	parse_pattern(&e);
 	mpath = manifest_path(&e);
 	/* A manifest from an earlier run would describe shards this run is
 	 * about to replace; until this run writes its own, there is none. */
@@ -597,7 +669,7 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	make_order(&e);
 	e.t0 = now();
 
-	if (o->jobs <= 1) {
+	if (o->workers <= 1) {
 		struct pack_sample *s = xmalloc(sizeof *s);
 
 		for (pos = 0; pos < e.n; pos++) {
@@ -632,6 +704,8 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	summary(&e, mpath);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die("stdout: %s", strerror(errno));
+	if (o->json != NULL)
+		write_json(&e, mpath);
 
 	/* The classes belong to the dataset. */
 	e.man.classes = NULL;

@@ -1,8 +1,8 @@
 /*
  * pack.h - the packing engine that every "pack" dataset shares: a dataset
  * turns item i into a sample; the engine shuffles, runs the conversions on
- * -j threads, writes samples in order into shards within --maxcount and
- * --maxsize, and writes the manifest and the summary.
+ * --workers threads, writes samples in order into shards within
+ * --max-count and --max-size, and writes the manifest and the summary.
  */
 #ifndef PACK_H
 #define PACK_H
@@ -33,12 +33,14 @@ struct pack_sample {
 
 /* Options of every pack; the dataset-specific ones live in the dataset. */
 struct pack_opts {
+	const char *source;	/* SRC, for --json */
 	const char *pattern;	/* -o 'DIR/name-%06d.tar' */
 	const char *manifest;	/* --manifest, or NULL: derived from pattern */
 	uint64_t maxcount;
 	uint64_t maxsize;
-	int64_t shuffle;	/* --shuffle SEED, or -1 */
-	int jobs;
+	uint64_t seed;		/* --seed: shuffle the samples with it */
+	int shuffle;		/* whether --seed was given */
+	int workers;
 	int strict;
 	int fsync;
 	int64_t mtime;		/* of every member: SOURCE_DATE_EPOCH or 0 */
@@ -46,6 +48,7 @@ struct pack_opts {
 	int resize_short;	/* 0: off */
 	int image_format;	/* SK_IMAGE_PNG or SK_IMAGE_JPEG (CIFAR) */
 	int progress;		/* -1: when stderr is a terminal */
+	const char *json;	/* --json FILE, "-" for stdout, or NULL */
 };
 
 struct pack_dataset {

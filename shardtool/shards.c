@@ -4,7 +4,6 @@
  * the same ones), and output helpers.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +35,7 @@ push_shard(struct shard_list *l, char *url,
 }
 
 void
-shards_expand(const struct cmd_entry *cmd, int argc, char **argv,
-    struct shard_list *out)
+shards_expand(int argc, char **argv, struct shard_list *out)
 {
 	struct sk_strlist urls = { 0 };
 	struct sk_manifest *m;
@@ -47,8 +45,8 @@ shards_expand(const struct cmd_entry *cmd, int argc, char **argv,
 
 	memset(out, 0, sizeof *out);
 	if (argc == 0)
-		usage_error(cmd, "no URL given");
-	expand_args(cmd, argc, argv, &urls);
+		usage_error("no URL given");
+	expand_args(argc, argv, &urls);
 	for (i = 0; i < urls.n; i++) {
 		if (!is_manifest(urls.v[i])) {
 			push_shard(out, xstrdup(urls.v[i]), NULL, 0);

@@ -35,8 +35,7 @@ struct shard_list {
  * its folder, take its place. No argument is a usage error, a manifest
  * that cannot be read a run-time one.
  */
-void shards_expand(const struct cmd_entry *cmd, int argc, char **argv,
-    struct shard_list *out);
+void shards_expand(int argc, char **argv, struct shard_list *out);
 void shards_free(struct shard_list *l);
 
 /* ------------------------------------------------------------------------ */

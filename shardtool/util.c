@@ -1,10 +1,9 @@
 /*
- * util.c - error exits, option parsing and small helpers the subcommands
- * share.
+ * util.c - small helpers the subcommands share (messages and option
+ * parsing are lib/cli's).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,62 +14,6 @@
 
 #include "shardtool.h"
 
-static void
-vmessage(const char *fmt, va_list ap)
-{
-	fflush(stdout);
-	fprintf(stderr, "%s: ", progname);
-	vfprintf(stderr, fmt, ap);
-}
-
-void
-die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vmessage(fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-void
-warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vmessage(fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-void
-usage_error(const struct cmd_entry *cmd, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vmessage(fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nusage: shardtool %s\n", cmd->usage);
-	exit(EXIT_USAGE);
-}
-
-void
-bad_option(const struct cmd_entry *cmd, int c, char **argv)
-{
-	const char *arg = argv[optind - 1];
-
-	if (c == ':')
-		usage_error(cmd, "option %s needs a value", arg);
-	/* getopt sets optopt for a short option, 0 for a long one. */
-	if (optopt != 0)
-		usage_error(cmd, "unknown option -%c", optopt);
-	usage_error(cmd, "unknown option %s", arg);
-}
-
 uint64_t
 splitmix64(uint64_t *state)
 {
@@ -79,55 +22,6 @@ splitmix64(uint64_t *state)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
 	return z ^ (z >> 31);
-}
-
-void
-print_help(const struct cmd_entry *cmd)
-{
-	printf("usage: shardtool %s\n\n%s", cmd->usage, cmd->help);
-	exit(0);
-}
-
-long long
-parse_int(const struct cmd_entry *cmd, const char *opt, const char *s,
-    long long min, long long max)
-{
-	long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0)
-		usage_error(cmd, "%s: '%s' is not an integer", opt, s);
-	if (v < min || v > max)
-		usage_error(cmd, "%s: %lld is out of range [%lld, %lld]", opt,
-		    v, min, max);
-	return v;
-}
-
-uint64_t
-parse_size(const struct cmd_entry *cmd, const char *opt, const char *s)
-{
-	unsigned long long v, mul = 1;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*s == '\0' || *s == '-' || end == s || errno != 0)
-		usage_error(cmd, "%s: '%s' is not a size", opt, s);
-	switch (*end) {
-	case 'k': case 'K': mul = 1ULL << 10; end++; break;
-	case 'm': case 'M': mul = 1ULL << 20; end++; break;
-	case 'g': case 'G': mul = 1ULL << 30; end++; break;
-	case 't': case 'T': mul = 1ULL << 40; end++; break;
-	}
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end != '\0')
-		usage_error(cmd, "%s: '%s' is not a size (use K, M, G)", opt, s);
-	if (v > ULLONG_MAX / mul)
-		usage_error(cmd, "%s: '%s' is too large", opt, s);
-	return v * mul;
 }
 
 char *
@@ -201,15 +95,14 @@ read_file(const char *path, uint8_t **data, size_t *size,
 }
 
 void
-expand_args(const struct cmd_entry *cmd, int argc, char **argv,
-    struct sk_strlist *out)
+expand_args(int argc, char **argv, struct sk_strlist *out)
 {
 	struct sk_error err;
 	int i;
 
 	for (i = 0; i < argc; i++)
 		if (sk_url_expand(argv[i], out, &err) != 0)
-			usage_error(cmd, "%s", err.msg);
+			usage_error("%s", err.msg);
 }
 
 void *

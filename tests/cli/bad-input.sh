@@ -128,7 +128,7 @@ no_shards "$T/out-s"
 
 say "--strict with the bad image after complete shards: those stay whole"
 mkdir "$T/out-s1"
-st_rc 1 strict1 pack folder "$T/f" --strict --maxcount 1 -j 2 \
+st_rc 1 strict1 pack folder "$T/f" --strict --max-count 1 -j 2 \
     -o "$T/out-s1/f-%06d.tar"
 no_partial "$T/out-s1"
 [ ! -e "$T/out-s1/f.json" ] || fail "--strict failure left a manifest"
@@ -204,9 +204,9 @@ has verify-mixed.out "verified 2 shards, 10 samples"
 say "bad flags: exit 2 and the usage"
 st_rc 2 flag-unknown pack cifar10 "$T/c" --bogus -o "$T/out/x-%06d.tar"
 is_usage_error flag-unknown
-st_rc 2 flag-maxcount pack cifar10 "$T/c" --maxcount 0 -o "$T/out/x-%06d.tar"
+st_rc 2 flag-maxcount pack cifar10 "$T/c" --max-count 0 -o "$T/out/x-%06d.tar"
 is_usage_error flag-maxcount
-has flag-maxcount.err "--maxcount"
+has flag-maxcount.err "--max-count"
 st_rc 2 flag-quality pack cifar10 "$T/c" --quality 101 -o "$T/out/x-%06d.tar"
 is_usage_error flag-quality
 has flag-quality.err "--quality"
@@ -218,10 +218,26 @@ st_rc 2 flag-noout pack cifar10 "$T/c"
 is_usage_error flag-noout
 st_rc 2 flag-kind pack mnist "$T/c" -o "$T/out/x-%06d.tar"
 is_usage_error flag-kind
-st_rc 2 flag-maxsize pack cifar10 "$T/c" --maxsize 12Q -o "$T/out/x-%06d.tar"
+st_rc 2 flag-maxsize pack cifar10 "$T/c" --max-size 12Q -o "$T/out/x-%06d.tar"
 is_usage_error flag-maxsize
 st_rc 2 flag-jobs pack cifar10 "$T/c" -j 0 -o "$T/out/x-%06d.tar"
 is_usage_error flag-jobs
+has flag-jobs.err "shardtool pack: -j 0: not a whole number from 1 to 1024"
+st_rc 2 flag-maxsize2 pack cifar10 "$T/c" --max-size 12X -o "$T/out/x-%06d.tar"
+is_usage_error flag-maxsize2
+has flag-maxsize2.err "shardtool pack: --max-size 12X: not a size such as 64M"
+st_rc 2 flag-noval pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --max-size
+has flag-noval.err "--max-size needs a value"
+st_rc 2 flag-gone pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --maxcount 5
+has flag-gone.err "--maxcount: unknown option"
+st_rc 2 flag-gone2 pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --shuffle 5
+has flag-gone2.err "--shuffle: unknown option"
+mkdir "$T/out-sz"
+st flag-sizes pack cifar10 "$T/c" -o "$T/out-sz/x-%06d.tar" --max-size 1.5M -q
+st flag-sizes2 pack cifar10 "$T/c" -o "$T/out-sz/x-%06d.tar" --max-size 64MiB
+st flag-version -V
+grep -qE '^shardtool \(shardkit\) [0-9]' "$T/flag-version.out" ||
+    fail "-V printed: $(cat "$T/flag-version.out")"
 st_rc 2 flag-split pack cifar10 "$T/c" --split val -o "$T/out/x-%06d.tar"
 is_usage_error flag-split
 st_rc 2 flag-ls ls --bogus "$good"
@@ -267,9 +283,9 @@ has ls-joined.err "end-of-archive"
 # ---------------------------------------------------------------------------
 say "a failed re-pack leaves no manifest from the run before"
 mkdir "$T/out-r"
-st repack1 pack folder "$T/f" --maxcount 1 -o "$T/out-r/f-%06d.tar"
+st repack1 pack folder "$T/f" --max-count 1 -o "$T/out-r/f-%06d.tar"
 [ -e "$T/out-r/f.json" ] || fail "first pack wrote no manifest"
-st_rc 1 repack2 pack folder "$T/f" --strict --maxcount 1 -o "$T/out-r/f-%06d.tar"
+st_rc 1 repack2 pack folder "$T/f" --strict --max-count 1 -o "$T/out-r/f-%06d.tar"
 [ ! -e "$T/out-r/f.json" ] || fail "a manifest of the earlier run survived a failed pack"
 
 # ---------------------------------------------------------------------------

@@ -12,8 +12,8 @@ synth_cifar "$T/src" --train 500 --test 100 --seed 11
 for split in train test; do
 	out="$T/out-$split"
 	mkdir "$out"
-	say "pack cifar10 --split $split --maxcount 90 (several shards)"
-	st pack-$split pack cifar10 "$T/src" --split "$split" --maxcount 90 \
+	say "pack cifar10 --split $split --max-count 90 (several shards)"
+	st pack-$split pack cifar10 "$T/src" --split "$split" --max-count 90 \
 	    -o "$out/cifar10-$split-%06d.tar"
 	has pack-$split.out "packed cifar10 $split"
 	no_partial "$out"

@@ -9,8 +9,8 @@ need_python PIL
 synth_cifar "$T/c" --train 200 --test 10 --seed 31
 synth_imagenet "$T/i" --classes 3 --per-class 4 --val 6 --seed 32
 mkdir "$T/cs" "$T/is"
-st pack-c pack cifar10 "$T/c" --maxcount 70 -o "$T/cs/c-%06d.tar"
-st pack-i pack imagenet "$T/i" --maxcount 5 -o "$T/is/i-%06d.tar"
+st pack-c pack cifar10 "$T/c" --max-count 70 -o "$T/cs/c-%06d.tar"
+st pack-i pack imagenet "$T/i" --max-count 5 -o "$T/is/i-%06d.tar"
 
 say "index --dali next to each shard"
 st dali index --dali "$T/cs/c-{000000..000002}.tar" "$T/is/i.json"

@@ -11,7 +11,7 @@ py make_folder.py "$T/src"
 
 say "pack folder"
 mkdir "$T/out"
-st pack pack folder "$T/src" --maxcount 3 -o "$T/out/flowers-%06d.tar"
+st pack pack folder "$T/src" --max-count 3 -o "$T/out/flowers-%06d.tar"
 no_partial "$T/out"
 [ -f "$T/out/flowers.json" ] || fail "no manifest flowers.json: $(ls "$T/out")"
 py imagenet_check.py folder "$T/src" "$T/out/flowers.json" "$T/pack.out"

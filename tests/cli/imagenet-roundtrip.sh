@@ -39,8 +39,8 @@ conv=0
 for split in train val; do
 	out="$T/$split"
 	mkdir "$out"
-	say "pack imagenet --split $split --maxcount 5"
-	st pack-$split pack imagenet "$T/src" --split "$split" --maxcount 5 \
+	say "pack imagenet --split $split --max-count 5"
+	st pack-$split pack imagenet "$T/src" --split "$split" --max-count 5 \
 	    -j 2 -o "$out/imagenet-$split-%06d.tar"
 	no_partial "$out"
 	[ "$(shards_of "$out" | wc -l)" -ge 2 ] || fail "$split: want several shards"

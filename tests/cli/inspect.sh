@@ -8,8 +8,8 @@ need_python PIL
 synth_cifar "$T/c" --train 100 --test 30 --seed 61
 synth_imagenet "$T/i" --classes 2 --per-class 4 --val 4 --seed 62
 mkdir "$T/s" "$T/is"
-st pack pack cifar10 "$T/c" --split test --maxcount 10 -o "$T/s/x-%06d.tar"
-st pack-i pack imagenet "$T/i" --maxcount 3 -o "$T/is/in-%06d.tar"
+st pack pack cifar10 "$T/c" --split test --max-count 10 -o "$T/s/x-%06d.tar"
+st pack-i pack imagenet "$T/i" --max-count 3 -o "$T/is/in-%06d.tar"
 [ "$(shards_of "$T/s" | wc -l)" -eq 3 ] || fail "want 3 shards"
 
 say "ls SHARD: one line per sample, KEY<TAB>EXTS, in tar order"

@@ -28,7 +28,7 @@ is_sl_usage_error nocmd
 
 synth_imagenet "$T/i" --classes 4 --per-class 12 --val 4 --seed 61
 mkdir "$T/s"
-st pack pack imagenet "$T/i" -o "$T/s/in-%06d.tar" --maxcount 10
+st pack pack imagenet "$T/i" -o "$T/s/in-%06d.tar" --max-count 10
 M="$T/s/in.json"
 # The shard bytes one epoch of one rank reads, by shardload(1)'s
 # definition: from each shard's first header to the end of its last

@@ -10,7 +10,7 @@ set -eu
 
 synth_imagenet "$T/i" --classes 4 --per-class 12 --val 4 --seed 41
 mkdir "$T/s"
-st pack pack imagenet "$T/i" -o "$T/s/in-%06d.tar" --maxcount 10
+st pack pack imagenet "$T/i" -o "$T/s/in-%06d.tar" --max-count 10
 M="$T/s/in.json"
 
 # 48 samples, batches of 6: 8 batches per epoch, none dropped.

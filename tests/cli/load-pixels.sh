@@ -24,7 +24,7 @@ need_python numpy PIL
 
 synth_imagenet "$T/i" --classes 4 --per-class 12 --val 4 --seed 51
 mkdir "$T/s"
-st pack pack imagenet "$T/i" -o "$T/s/in-%06d.tar" --maxcount 10
+st pack pack imagenet "$T/i" -o "$T/s/in-%06d.tar" --max-count 10
 M="$T/s/in.json"
 SHARDS=$(shards_of "$T/s")
 # pyout TAG SCRIPT ARGS...: py, with the output kept in $T/TAG.py too.
@@ -146,7 +146,7 @@ cmp -s "$T/g7.png" "$T/g7f.png" || fail "--dtype f32 --layout nchw changed the .
 say "CIFAR-10: 32x32 PNGs upscaled to 224"
 synth_cifar "$T/c" --train 40 --test 4 --seed 52
 mkdir "$T/cs"
-st packc pack cifar10 "$T/c" -o "$T/cs/c-%06d.tar" --maxcount 20
+st packc pack cifar10 "$T/c" -o "$T/cs/c-%06d.tar" --max-count 20
 sl cup dump "$T/cs/c.json" --image-size 224 --crop center --no-flip --batch 6 \
     --out "$T/cup.npy"
 # shellcheck disable=SC2046

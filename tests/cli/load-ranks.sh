@@ -14,7 +14,7 @@ need_python tarfile
 # divides it, and the ranks' runs start and end inside shards.
 synth_cifar "$T/c" --train 203 --test 5 --seed 31
 mkdir "$T/s"
-st pack pack cifar10 "$T/c" -o "$T/s/c-%06d.tar" --maxcount 17
+st pack pack cifar10 "$T/c" -o "$T/s/c-%06d.tar" --max-count 17
 M="$T/s/c.json"
 [ "$(shards_of "$T/s" | wc -l)" -eq 12 ] || fail "want 12 shards"
 
@@ -42,7 +42,7 @@ py check_ranks.py "$M" "$B" "$T/k" 1 2 3 4
 say "33 samples, 2 ranks, batch 16: the batch counts and the remainder"
 synth_cifar "$T/c33" --train 33 --test 1 --seed 32
 mkdir "$T/s33"
-st pack33 pack cifar10 "$T/c33" -o "$T/s33/c-%06d.tar" --maxcount 10
+st pack33 pack cifar10 "$T/c33" -o "$T/s33/c-%06d.tar" --max-count 10
 for R in 0 1; do
 	for rem in drop keep; do
 		sl b33.$rem.$R bench "$T/s33/c.json" --batch 16 --world 2 \

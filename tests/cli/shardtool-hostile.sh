@@ -16,7 +16,7 @@ case_on() { [ -z "${HOSTILE_ONLY:-}" ] || [ "$HOSTILE_ONLY" = "$1" ]; }
 
 synth_cifar "$T/c" --train 20 --test 20 --seed 101
 mkdir "$T/s"
-st pack pack cifar10 "$T/c" --split test --maxcount 10 -o "$T/s/g-%06d.tar"
+st pack pack cifar10 "$T/c" --split test --max-count 10 -o "$T/s/g-%06d.tar"
 good="$T/s/g-000000.tar"
 good2="$T/s/g-000001.tar"
 

@@ -36,7 +36,7 @@ packed_cifar() {
 	synth_cifar "$1/src" --train "$2" --test 10 --seed 3
 	mkdir -p "$1/shards"
 	st pack-cifar pack cifar10 "$1/src" -o "$1/shards/cifar10-train-%06d.tar" \
-	    --maxcount 100
+	    --max-count 100
 	[ -f "$1/shards/cifar10-train.json" ] || fail "pack wrote no manifest"
 }
 

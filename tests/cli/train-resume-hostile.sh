@@ -41,7 +41,7 @@ M=$T/c/shards/cifar10-train.json
 # the same images in other shards: another manifest, other MD5
 mkdir -p "$T/d"
 st pack2 pack cifar10 "$T/c/src" -o "$T/d/cifar10-train-%06d.tar" \
-    --maxcount 60
+    --max-count 60
 [ -f "$T/d/cifar10-train.json" ] || fail "the second pack wrote no manifest"
 
 common=("${TINY_VIT[@]}" --batch 8 --seed 0 --ceiling-steps 0 --threads 1 -q)
