@@ -57,12 +57,12 @@ ckpt_settings_make(const struct train_config *cfg, struct ckpt_settings *set,
 		ckpt_setting(set, "--shuffle", "%d", lc->shuffle);
 		ckpt_setting(set, "--crop", "%s", (unsigned)lc->crop < 3 ?
 		    crop_names[lc->crop] : "?");
-		ckpt_setting(set, "the loader's scale", "%.17g %.17g",
+		ckpt_setting(set, "--scale", "%.17g %.17g",
 		    lc->scale[0], lc->scale[1]);
-		ckpt_setting(set, "the loader's ratio", "%.17g %.17g",
+		ckpt_setting(set, "--ratio", "%.17g %.17g",
 		    lc->ratio[0], lc->ratio[1]);
-		ckpt_setting(set, "the loader's resize", "%d", lc->resize);
-		ckpt_setting(set, "the loader's flip", "%d", lc->flip);
+		ckpt_setting(set, "--resize", "%d", lc->resize);
+		ckpt_setting(set, "--flip", "%d", lc->flip);
 		ckpt_setting(set, "the loader's mean", "%.9g %.9g %.9g",
 		    (double)lc->mean[0], (double)lc->mean[1],
 		    (double)lc->mean[2]);
@@ -71,9 +71,9 @@ ckpt_settings_make(const struct train_config *cfg, struct ckpt_settings *set,
 		    (double)lc->std[2]);
 		ckpt_setting(set, "the loader's remainder", "%s",
 		    lc->remainder == SK_REMAINDER_KEEP ? "keep" : "drop");
-		ckpt_setting(set, "the loader's max-pixels", "%" PRIu64,
+		ckpt_setting(set, "--max-pixels", "%" PRIu64,
 		    lc->max_pixels);
-		ckpt_setting(set, "the loader's max-sample-bytes", "%" PRIu64,
+		ckpt_setting(set, "--max-sample-size", "%" PRIu64,
 		    lc->max_sample_bytes);
 	}
 	if (set->overflow) {

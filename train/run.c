@@ -383,6 +383,12 @@ check_config(struct run *r)
 	FIELD("--checkpoint-activations", "%d", cfg->checkpoint_activations);
 	FIELD("--shuffle", "%d", cfg->loader.shuffle);
 	FIELD("--crop", "%d", (int)cfg->loader.crop);
+	FIELD("--scale", "%a %a", cfg->loader.scale[0], cfg->loader.scale[1]);
+	FIELD("--ratio", "%a %a", cfg->loader.ratio[0], cfg->loader.ratio[1]);
+	FIELD("--resize", "%d", cfg->loader.resize);
+	FIELD("--flip", "%d", cfg->loader.flip);
+	FIELD("--max-pixels", "%" PRIu64, cfg->loader.max_pixels);
+	FIELD("--max-sample-size", "%" PRIu64, cfg->loader.max_sample_bytes);
 	FIELD("--throttle", "%a", cfg->throttle);
 	FIELD("--checkpoint-dir", "%.150s", cfg->checkpoint_dir);
 	FIELD("--ceiling-steps", "%ld", cfg->ceiling_steps);

@@ -77,6 +77,9 @@ refused shuffle "--shuffle 50, this run has --shuffle 20" \
     "${common[@]}" "${data[@]}" --shuffle 20
 refused crop "--crop random-resized, this run has --crop center" \
     "${common[@]}" "${data[@]}" --crop center
+refused flip "--flip 1, this run has --flip 0" \
+    "${common[@]}" "${data[@]}" --no-flip
+refused scale "--scale " "${common[@]}" "${data[@]}" --scale 0.5,1
 refused manifest "--data a manifest with MD5 " \
     "${common[@]}" "${data[@]}" --data "$T/d/cifar10-train.json"
 has manifest.err "this run has --data a manifest with MD5 "
