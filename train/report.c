@@ -265,7 +265,8 @@ report_print(const struct run_result *res, const struct train_config *cfg)
 	    cfg->model.name, strategy_name(cfg->strategy),
 	    (double)res->params / 1e6, res->gflops_per_image);
 	printf("%-16s %.1f MiB params + grads + optimizer per rank, peak RSS "
-	    "%.1f MiB\n", "memory", res->peak_param_mib, res->peak_rss_mib);
+	    "%.1f MiB\n", "memory", res->peak_param_bytes / 1048576.0,
+	    res->peak_rss_bytes / 1048576.0);
 	if (res->gemm_share >= 0)
 		printf("%-16s %.1f%% of step time\n", "GEMM share",
 		    res->gemm_share * 100);
@@ -433,9 +434,8 @@ result_json(struct cli_json *j, const struct run_result *res)
 	jnum(j, "gemm_share", res->gemm_share, res->gemm_share >= 0);
 	cli_json_uint(j, "params", res->params);
 	jnum(j, "gflops_per_image", res->gflops_per_image, 1);
-	jnum(j, "peak_param_bytes", floor(res->peak_param_mib * 1048576.0),
-	    1);
-	jnum(j, "peak_rss_bytes", floor(res->peak_rss_mib * 1048576.0), 1);
+	cli_json_uint(j, "peak_param_bytes", res->peak_param_bytes);
+	cli_json_uint(j, "peak_rss_bytes", res->peak_rss_bytes);
 	jnum(j, "cost_per_epoch_usd", res->cost_per_epoch,
 	    res->cost_per_epoch >= 0);
 	jnum(j, "first_loss", res->first_loss, 1);

@@ -915,8 +915,8 @@ train_run(const struct train_config *cfg, struct comm *c,
 		double v[2] = { (double)pb, (double)peak_rss_bytes() };
 
 		comm_max_double(c, v, 2);
-		res->peak_param_mib = v[0] / 1048576.0;
-		res->peak_rss_mib = v[1] / 1048576.0;
+		res->peak_param_bytes = (uint64_t)v[0];
+		res->peak_rss_bytes = (uint64_t)v[1];
 	}
 	verdict_decide(res, cfg);
 	rc = 0;

@@ -82,8 +82,9 @@ struct run_result {
 	double gemm_share;		/* BLAS time / step time, < 0 unknown */
 	uint64_t params;
 	double gflops_per_image;	/* forward, 2 * MACs / 1e9 */
-	double peak_param_mib;		/* params + grads + optimizer, per rank */
-	double peak_rss_mib;
+	uint64_t peak_param_bytes;	/* params + grads + optimizer, the
+					 * largest rank's */
+	uint64_t peak_rss_bytes;	/* the largest rank's */
 	double cost_per_epoch;		/* < 0 without a price */
 	uint64_t skipped;		/* samples the loader skipped */
 	uint64_t skipped_by[SK_SKIP_NREASONS];	/* by reason, all ranks */

@@ -348,7 +348,7 @@ TEST(report_print_lines)
 	r.gemm_share = 0.712;
 	r.params = 25557032;
 	r.gflops_per_image = 8.18;
-	r.peak_param_mib = 292.5;
+	r.peak_param_bytes = 292.5 * 1048576;
 	r.skipped = 3;
 	r.cost_per_epoch = 0.034;
 	r.t.step = 10;
@@ -436,8 +436,8 @@ TEST(report_json_roundtrip)
 	r.last_loss = 6.1;
 	r.params = 5717416;
 	r.gflops_per_image = 2.5;
-	r.peak_param_mib = 33.25;
-	r.peak_rss_mib = 512;
+	r.peak_param_bytes = 33.25 * 1048576;
+	r.peak_rss_bytes = 512ull << 20;
 	r.skipped = 7;
 	r.skipped_by[0] = 5;
 	r.skipped_by[SK_SKIP_NREASONS - 1] = 2;
@@ -494,7 +494,10 @@ TEST(report_json_roundtrip)
 	    "bound_stage")));
 	CHECK(jreal(root, "result", "images") == 12800000000.0);
 	CHECK(jreal(root, "result", "params") == 5717416);
+	CHECK(json_is_integer(json_object_get(json_object_get(root, "result"),
+	    "peak_param_bytes")));
 	CHECK(jreal(root, "result", "peak_param_bytes") == 33.25 * 1048576);
+	CHECK(jreal(root, "result", "peak_rss_bytes") == 512 << 20);
 	CHECK(jreal(root, "result", "skipped") == 7);
 	v = json_object_get(json_object_get(root, "result"),
 	    "skipped_by_reason");
