@@ -840,18 +840,28 @@ report_read_run(const char *name, const char *buf, size_t len,
 		    "object", name, type_name(root));
 		goto out;
 	}
+	/* The layout of schema 1 only: an older shardtrain wrote other keys
+	 * ("shardtrain": 1, images_per_s), and another tool's --json is not
+	 * a run. */
 	if ((v = json_object_get(root, "schema")) == NULL) {
-		snprintf(msg, msglen, "%s: no \"schema\": not a shardtrain "
-		    "--json run of schema 1 (an older shardtrain? run it "
-		    "again)", name);
+		snprintf(msg, msglen, "%s: no \"schema\", not 1: written by an "
+		    "older shardtrain? rerun it", name);
 		goto out;
 	}
 	if ((v = field(root, "schema", W_INT, name, msg, msglen)) == NULL)
 		goto out;
 	if ((version = json_integer_value(v)) != 1) {
-		snprintf(msg, msglen, "%s: schema %lld, not 1: written by "
-		    "another shardtrain version; run it again with this one",
-		    name, (long long)version);
+		snprintf(msg, msglen, "%s: schema %lld, not 1: written by %s "
+		    "shardtrain? rerun it", name, (long long)version,
+		    version < 1 ? "an older" : "a newer");
+		goto out;
+	}
+	if ((v = field(root, "tool", W_STRING, name, msg, msglen)) == NULL)
+		goto out;
+	if (strcmp(json_string_value(v), "shardtrain") != 0) {
+		/* raw, as every message here: the caller escapes it */
+		snprintf(msg, msglen, "%s: written by %.48s, not shardtrain: "
+		    "not a training run", name, json_string_value(v));
 		goto out;
 	}
 	if ((v = field(root, "config.model", W_STRING, name, msg,

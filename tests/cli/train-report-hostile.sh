@@ -143,7 +143,12 @@ bad world-str config.world config.world='"2"'
 bad world-neg config.world config.world=-1
 bad no-verdict result.verdict result.verdict=DELETE
 bad version "schema 4294967297" schema=4294967297
-bad old-run 'no "schema"' schema=DELETE
+bad old-run 'no "schema", not 1: written by an older shardtrain? rerun it' \
+    schema=DELETE shardtrain=1
+bad schema0 'schema 0, not 1: written by an older shardtrain? rerun it' schema=0
+bad other-tool 'written by shardload bench, not shardtrain' \
+    tool='"shardload bench"'
+bad no-tool 'tool is missing' tool=DELETE
 bad wait-big result.wait_share result.wait_share=1e300
 bad cost-str result.cost_per_epoch_usd result.cost_per_epoch_usd='"cheap"'
 bad epochs-obj epochs epochs='{"wall_seconds": 1}'

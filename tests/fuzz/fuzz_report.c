@@ -18,7 +18,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char good_run[] =
-    "{\"schema\": 1, \"config\": {\"model\": \"resnet18\", "
+    "{\"schema\": 1, \"tool\": \"shardtrain\", "
+    "\"config\": {\"model\": \"resnet18\", "
     "\"strategy\": \"ddp\", \"world\": 2, \"source\": \"gs://b/t-{0..9}.tar\"}, "
     "\"result\": {\"images_per_second\": 100.5, \"wall_seconds\": 3, "
     "\"wait_share\": 0.5, \"cost_per_epoch_usd\": 0.25, "

@@ -74,7 +74,7 @@ if [ "$kind" = report ]; then
 }
 EOF
 	printf '{"schema": 1, "tool": "shardtrain", "config": {"model": "resnet50", "strategy": "ddp", "world": 4, "source": "gs://bucket/in/train-{000000..000146}.tar?x=1"}, "result": {"images_per_second": 410.5, "wall_seconds": 260.2, "wait_share": 0.62, "cost_per_epoch_usd": 0.034, "verdict": "input-bound", "bound_stage": "decode"}, "epochs": [{"epoch": 0, "wall_seconds": 130.0, "cost_usd": 0.034}, {"epoch": 1, "wall_seconds": 130.2, "cost_usd": 0.034}]}\n' >"$out/ddp.json"
-	printf '{"schema": 1, "config": {"model": "m", "strategy": "fsdp", "world": 2, "source": "/d/cifar10.json"}, "result": {"images_per_second": 0, "wall_seconds": 0, "wait_share": 0, "cost_per_epoch_usd": null, "verdict": "balanced"}}\n' >"$out/minimal.json"
+	printf '{"schema": 1, "tool": "shardtrain", "config": {"model": "m", "strategy": "fsdp", "world": 2, "source": "/d/cifar10.json"}, "result": {"images_per_second": 0, "wall_seconds": 0, "wait_share": 0, "cost_per_epoch_usd": null, "verdict": "balanced"}}\n' >"$out/minimal.json"
 	exit 0
 fi
 if [ "$kind" = image ]; then

@@ -28,6 +28,8 @@
 static void
 base_config(struct train_config *cfg, const char *data)
 {
+	/* The JSON's "tool" is the message prefix, as in shardtrain. */
+	cli_init("shardtrain");
 	memset(cfg, 0, sizeof *cfg);
 	snprintf(cfg->model.name, sizeof cfg->model.name, "resnet18");
 	cfg->model.family = MODEL_RESNET;
@@ -456,6 +458,8 @@ TEST(report_json_roundtrip)
 		t_fail(__FILE__, __LINE__, "%s:%d:%d: %s", path, jerr.line,
 		    jerr.column, jerr.text);
 	CHECK_EQ_INT(json_integer_value(json_object_get(root, "schema")), 1);
+	CHECK_EQ_STR(json_string_value(json_object_get(root, "tool")),
+	    "shardtrain");
 	CHECK_EQ_STR(jstr(root, "config", "model"), "vit-ti16");
 	CHECK_EQ_STR(jstr(root, "config", "family"), "vit");
 	CHECK_EQ_STR(jstr(root, "config", "strategy"), "fsdp");
@@ -624,7 +628,8 @@ TEST(report_main_errors)
 	write_run("a.json", "resnet18", STRATEGY_SINGLE, 1,
 	    "synthetic", 1000, 0, -1);
 	t_write_file(bad, "{\"schema\": 1,\n  oops }\n", 22);
-	t_write_file(part, "{\"schema\": 1, \"config\": {}}\n", 28);
+	t_write_file(part, "{\"schema\": 1, \"tool\": \"shardtrain\", "
+	    "\"config\": {}}\n", 50);
 
 	/* Bad JSON: the file, its line and column. */
 	{
@@ -793,7 +798,8 @@ TEST(report_plot_no_gnuplot)
 /* hostile runs: escaping, the reader's checks, planted symlinks            */
 
 static const char good_run[] =
-    "{\"schema\": 1, \"config\": {\"model\": \"resnet18\", "
+    "{\"schema\": 1, \"tool\": \"shardtrain\", "
+    "\"config\": {\"model\": \"resnet18\", "
     "\"strategy\": \"ddp\", \"world\": 2, \"source\": \"synthetic\"}, "
     "\"result\": {\"images_per_second\": 100.5, \"wall_seconds\": 3, "
     "\"wait_share\": 0.5, \"cost_per_epoch_usd\": null, "
@@ -854,7 +860,15 @@ TEST(report_read_fields)
 		    "an integer" },
 		{ "\"schema\": 1", "\"schema\": 4294967297",
 		    "schema 4294967297, not 1" },
-		{ "\"schema\": 1", "\"shardtrain\": 1", "no \"schema\"" },
+		{ "\"schema\": 1", "\"schema\": 0", "x/run.json: schema 0, "
+		    "not 1: written by an older shardtrain? rerun it" },
+		{ "\"schema\": 1", "\"schema\": \"1\"",
+		    "schema: expected an integer, got a string" },
+		{ "\"schema\": 1", "\"shardtrain\": 1", "no \"schema\", not 1: "
+		    "written by an older shardtrain? rerun it" },
+		{ "\"tool\": \"shardtrain\"", "\"tool\": \"shardload bench\"",
+		    "written by shardload bench, not shardtrain" },
+		{ "\"tool\": \"shardtrain\", ", "", "tool is missing" },
 		{ "\"images_per_second\": 100.5",
 		    "\"images_per_second\": -1",
 		    "result.images_per_second: -1 is out of range" },
@@ -912,7 +926,8 @@ TEST(report_read_hostile_strings)
 
 	memset(longs, 'y', sizeof longs - 1);
 	longs[sizeof longs - 1] = '\0';
-	snprintf(text, sizeof text, "{\"schema\": 1, \"config\": {"
+	snprintf(text, sizeof text, "{\"schema\": 1, \"tool\": "
+	    "\"shardtrain\", \"config\": {"
 	    "\"model\": \"m\\n!touch PWNED\\u001b[31m\\u202e\", "
 	    "\"strategy\": \"%s\", \"world\": 1, "
 	    "\"source\": \"gs\\u001b://b/`x`\\r\\n\"}, \"result\": {"
