@@ -360,11 +360,21 @@ ckpt_file_check(const struct ckpt_file *f, const char *model,
 		}
 		if (vlen != (size_t)(nl - tab - 1) ||
 		    memcmp(v, tab + 1, vlen) != 0) {
+			/* --batch is per rank: another number of ranks is
+			 * the usual cause of another global batch */
+			static const char gbatch[] = "--global-batch";
+			int gb = (size_t)(tab - p) == sizeof gbatch - 1 &&
+			    memcmp(p, gbatch, sizeof gbatch - 1) == 0;
+
 			snprintf(err, errlen, "checkpoint %s was written with "
-			    "%.*s %.*s, this run has %.*s %.*s: resume with the "
-			    "same settings or use another --checkpoint-dir",
+			    "%.*s %.*s, this run has %.*s %.*s: resume with "
+			    "%s%.*s%s or use another --checkpoint-dir",
 			    f->path, (int)(tab - p), p, (int)vlen, v,
-			    (int)(tab - p), p, (int)(nl - tab - 1), tab + 1);
+			    (int)(tab - p), p, (int)(nl - tab - 1), tab + 1,
+			    gb ? "--global-batch " : "the same settings",
+			    gb ? (int)vlen : 0, v, gb ? " (--batch is per rank, "
+			    "so on another number of ranks the global batch "
+			    "changes)" : "");
 			return -1;
 		}
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train-resume-hostile.sh - shardtrain resumes only what it may: a
-# checkpoint written under another --batch, --seed, loader option or data
-# source is refused naming the file and the setting; a flipped byte,
+# checkpoint written under another global batch, --seed, loader option or
+# data source is refused naming the file and the setting; a flipped byte,
 # a truncated file and counts the file cannot hold are refused before
 # anything is applied; under mpirun rank 0 alone decides where to resume,
 # so node-local folders never leave the ranks disagreeing (or hung); and a
@@ -212,4 +212,16 @@ rm -f "$T/node0/ck/step-00000006.ckpt"
 mrun 1 refused2 "${ddp[@]}" --seed 7 --checkpoint-dir ck --resume
 has refused2.err "was written with --seed 0, this run has --seed 7"
 has refused2.err "rank 1: rank 0 refused the checkpoint"
+
+say "a 1-rank checkpoint on 2 ranks: --batch is per rank, --global-batch keeps it"
+one=("${TINY_VIT[@]}" --seed 0 --ceiling-steps 0 --threads 1 -q --steps 6
+    --checkpoint-dir "$T/one")
+trn one1 "${one[@]}" --batch 8 --checkpoint-every 3
+rm "$T/one/step-00000006.ckpt"
+mrun 1 perrank "${one[@]}" --batch 8 --resume
+has perrank.err "was written with --global-batch 8, this run has --global-batch 16"
+has perrank.err "resume with --global-batch 8 (--batch is per rank"
+mrun 0 global "${one[@]}" --global-batch 8 --resume --losses "$T/global.loss"
+[ "$(wc -l <"$T/global.loss")" -eq 3 ] ||
+    fail "the resume on 2 ranks did not go on from step 3"
 echo "PASS: train-resume-hostile"
