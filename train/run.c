@@ -640,6 +640,7 @@ train_run(const struct train_config *cfg, struct comm *c,
 	double ep_loss = 0, loss = NAN, gemm0, rate_t = 0, rate_img = 0;
 	int rc = 1, failed, cur_epoch = -1, threads, loaded = 0;
 	size_t pb;
+	char batch[64];
 
 	memset(res, 0, sizeof(*res));
 	res->loader_ips = res->compute_ips = res->gemm_share = -1;
@@ -753,10 +754,15 @@ train_run(const struct train_config *cfg, struct comm *c,
 		    pos.step, total);
 	}
 
+	if (r->world > 1)
+		snprintf(batch, sizeof batch, "batch %d per rank, %d global",
+		    cfg->batch / r->world, cfg->batch);
+	else
+		snprintf(batch, sizeof batch, "batch %d", cfg->batch);
 	say(r, "%s (%.2fM params, %.2f GFLOPs/image) on %s, %s x %d rank%s, "
-	    "batch %d, %ld steps", cfg->model.name, res->params / 1e6,
+	    "%s, %ld steps", cfg->model.name, res->params / 1e6,
 	    res->gflops_per_image, cfg->backend, strategy_name(cfg->strategy),
-	    r->world, r->world > 1 ? "s" : "", cfg->batch, total);
+	    r->world, r->world > 1 ? "s" : "", batch, total);
 
 	{
 		long epochs = (total + per_epoch - 1) / per_epoch - pos.epoch;

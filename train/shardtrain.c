@@ -527,8 +527,15 @@ main(int argc, char **argv)
 		&info_cmd, &report_command, NULL
 	};
 	const struct cli_command *cmd;
-	int first;
+	char err[256];
+	int first, rank, world, local;
 
+	/* Under mpirun, rank 0 alone speaks about the command line, from the
+	 * first word on (the launcher's environment says which rank this
+	 * is); training sets it again from MPI. */
+	if (cli_launcher(&rank, &world, &local, err, sizeof err) > 0 &&
+	    rank != 0)
+		cli_set_silent(1);
 	cmd = cli_dispatch("shardtrain", about, table, &train_cmd, argc, argv,
 	    &first);
 	return cmd->exec(argc - first, argv + first);

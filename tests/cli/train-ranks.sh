@@ -98,4 +98,10 @@ run_rc 2 both timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" \
 run_rc 2 bogus2 timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" --bogus
 [ "$(grep -c 'unknown option' "$T/bogus2.err")" = 1 ] ||
     { show bogus2; fail "the usage error was not printed exactly once"; }
+run_rc 2 bogus3 timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" bogus
+[ "$(grep -c 'not a command' "$T/bogus3.err")" = 1 ] ||
+    { show bogus3; fail "the unknown command was not named exactly once"; }
+run_rc 0 help2 timeout -k 10 120 "${MPI[@]}" -np 2 "$SHARDTRAIN" --help
+[ "$(grep -c '^usage: shardtrain' "$T/help2.out")" = 1 ] ||
+    { show help2; fail "--help was not printed exactly once"; }
 echo "PASS: train-ranks"
