@@ -46,7 +46,8 @@ struct backend {
 	void (*to_device)(void *dst, const void *host, size_t bytes);
 	void (*to_host)(void *host, const void *src, size_t bytes);
 	void (*sync)(void);
-	/* Threads used by the CPU kernels and BLAS (0 = all cores). */
+	/* Threads used by the CPU kernels and BLAS, at least 1 (the tool's
+	 * default is cli_cpus_per_rank()). */
 	void (*set_threads)(int n);
 
 	/* ---- convolution (im2col + GEMM on the CPU) ---- */

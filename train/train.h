@@ -27,7 +27,7 @@ struct train_config {
 	struct optim_config optim;
 	float label_smoothing;
 	int checkpoint_activations;
-	int threads;			/* compute threads, 0 = all cores */
+	int threads;			/* compute threads; 0: the default */
 	double throttle;		/* images/s cap on the data, 0 = none */
 	double price_per_hour;		/* USD for the whole job, 0 = none */
 	char checkpoint_dir[4096];	/* "" = no checkpoints */

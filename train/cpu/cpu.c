@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -263,10 +262,8 @@ cpu_threads(void)
 static void
 cpu_set_threads(int n)
 {
-	if (n <= 0) {
-		long c = sysconf(_SC_NPROCESSORS_ONLN);
-		n = c > 0 ? (int)c : 1;
-	}
+	if (n < 1)
+		n = 1;
 	nthreads = n;
 	pthread_once(&blas_once, blas_init);
 	if (blas_follows_omp)
