@@ -65,7 +65,7 @@ one_st() {
 	$py -c '
 import json, sys
 r = json.load(open(sys.argv[1]))["result"]
-print(r["compute_ips"], r["gemm_share"])' "$tmp/st.json"
+print(r["compute_images_per_second"], r["gemm_share"])' "$tmp/st.json"
 }
 
 # one_pt MODEL THREADS BLAS: PyTorch's images/s (BLAS: pthread|openmp)
