@@ -12,7 +12,8 @@
  *   4) sk_manifest_write() the wids shard index NAME.json.
  *
  * To read a shard:
- *   1) sk_source_open() on a URL (PATH, file://PATH; other schemes later);
+ *   1) sk_source_open() on a URL (PATH, file://PATH, http(s)://...; remote
+ *      transfers follow sk_fetch_configure());
  *   2) sk_tar_reader_open() over the source;
  *   3) sk_tar_reader_next() until it returns 0, sk_tar_reader_read() the
  *      data of each regular member it reports;
@@ -50,7 +51,9 @@ enum {
 	SK_EUNSUPPORTED = -8,	/* a scheme or format not handled */
 	SK_EFATAL = -9,		/* the handle failed before; it is closed to calls */
 	SK_EACCES = -10,	/* permission denied */
-	SK_ENOSPC = -11		/* no space left on the device */
+	SK_ENOSPC = -11,	/* no space left on the device */
+	SK_ENETWORK = -12,	/* the network failed past every retry */
+	SK_ECHANGED = -13	/* a remote object changed while being read */
 };
 
 #define SK_ERRMSG_MAX 512
@@ -159,6 +162,63 @@ int sk_source_md5(const char *url, uint64_t *size, char md5[33],
  * full URLs. */
 int sk_source_list(const char *url, struct sk_strlist *out,
     struct sk_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* remote I/O: the fetch engine under http(s):// sources (lib/fetch.c)      */
+
+/*
+ * One engine serves the whole process: one connection pool, one thread
+ * driving every transfer. A shard is read as a stream of ranged GETs of
+ * part_size bytes, parts_per_stream of them in flight ahead of the reader;
+ * a broken transfer resumes at its exact byte offset after a backoff with
+ * full jitter, and only if the object is still the same version.
+ */
+struct sk_fetch_config {
+	int connections;	/* connections at once, all streams (64) */
+	int parts;		/* parts in flight per stream (4) */
+	uint64_t part_size;	/* bytes per ranged GET (8 MiB) */
+	double connect_timeout;	/* seconds to connect (10) */
+	double stall_timeout;	/* seconds without a byte (30) */
+	double retry_time;	/* seconds one part may spend retrying (120) */
+	int attempts;		/* tries per part at most (30) */
+	const char *ca_file;	/* CA bundle (NULL: $CURL_CA_BUNDLE,
+				 * $SSL_CERT_FILE, the system store) */
+};
+
+void sk_fetch_config_init(struct sk_fetch_config *c);
+/* Set the engine's options for the transfers that start from now on. */
+int sk_fetch_configure(const struct sk_fetch_config *c, struct sk_error *err);
+void sk_fetch_get_config(struct sk_fetch_config *c);
+
+/* Why a transfer was tried again. */
+enum sk_retry_cause {
+	SK_RETRY_CONNECT = 0,	/* could not connect, or reset */
+	SK_RETRY_STALL,		/* no byte for stall_timeout */
+	SK_RETRY_SHORT,		/* fewer bytes than Content-Length */
+	SK_RETRY_429,		/* too many requests */
+	SK_RETRY_5XX,		/* a server error */
+	SK_RETRY_NCAUSES
+};
+
+/* Counters since the process started; subtract two snapshots for a run. */
+struct sk_fetch_stats {
+	uint64_t bytes;		/* body bytes received */
+	uint64_t requests;	/* GETs sent, retries included */
+	uint64_t retries;	/* GETs that repeated a failed one */
+	uint64_t retries_by_cause[SK_RETRY_NCAUSES];
+	uint64_t resumes;	/* retries that went on from a byte offset */
+	uint64_t refetched_bytes;	/* bytes received twice */
+	uint64_t failures;	/* transfers that gave up */
+	double ttfb_seconds;	/* time to first byte, summed */
+	uint64_t ttfb_count;	/* responses in that sum */
+	double wait_seconds;	/* readers blocked on the network, summed */
+};
+
+void sk_fetch_stats(struct sk_fetch_stats *st);
+/* a - b, field by field. */
+void sk_fetch_stats_sub(struct sk_fetch_stats *out,
+    const struct sk_fetch_stats *a, const struct sk_fetch_stats *b);
+const char *sk_retry_cause_name(enum sk_retry_cause c);
 
 /* ------------------------------------------------------------------------ */
 /* writing a file whole or not at all                                       */

@@ -25,6 +25,8 @@ sk_strerror(int code)
 	case SK_EFATAL:		return "handle failed earlier";
 	case SK_EACCES:		return "permission denied";
 	case SK_ENOSPC:		return "no space left on device";
+	case SK_ENETWORK:	return "network failure";
+	case SK_ECHANGED:	return "object changed while read";
 	}
 	return "unknown error";
 }

@@ -65,6 +65,7 @@ struct sk_source {
 };
 
 extern const struct sk__source_ops sk__source_file_ops;
+extern const struct sk__source_ops sk__source_http_ops;
 
 /* The first 16 bytes of an MD5 digest as 32 hex digits and a NUL. */
 void sk__md5_hex(const unsigned char *digest, char out[33]);

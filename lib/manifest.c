@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "internal.h"
+#include "fetch.h"
 
 #define WIDS_KIND "wids-shard-index-v1"
 
@@ -165,6 +166,13 @@ sk_manifest_write(const char *path, const struct sk_manifest *m,
  */
 #define MANIFEST_MAX_BYTES	((uint64_t)256 << 20)
 #define MANIFEST_MAX_SHARDS	((size_t)10000000)
+
+static int
+is_remote(const char *url)
+{
+	return strncmp(url, "http://", 7) == 0 ||
+	    strncmp(url, "https://", 8) == 0;
+}
 
 /* The whole file, NUL-terminated. Only a regular file: a FIFO would block
  * the reader until a writer came (O_NONBLOCK keeps the open from waiting). */
@@ -404,19 +412,30 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 	json_error_t jerr;
 	const char *kind;
 	uint64_t total = 0;
-	char *text;
+	char *text = NULL, *shown = NULL;
 	size_t i, len = 0;
-	int rc = 0;
+	int rc = 0, remote;
 
 	memset(m, 0, sizeof *m);
-	if ((text = read_text(path, &len, err)) == NULL)
+	remote = is_remote(path);
+	if (remote) {
+		/* Over the fetch engine; messages name it without secrets. */
+		if ((shown = sk__url_redact(path)) == NULL)
+			return sk_error_set(err, SK_ENOMEM, "out of memory");
+		rc = sk__fetch_get(path, MANIFEST_MAX_BYTES, &text, &len, err);
+		path = shown;
+		if (rc != 0)
+			goto out;
+	} else if ((text = read_text(path, &len, err)) == NULL)
 		return err != NULL ? err->code : SK_EIO;
 	/* Duplicate keys: {"nsamples": 1, "nsamples": 9} means no one thing. */
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	free(text);
-	if (root == NULL)
-		return sk_error_set(err, SK_EFORMAT, "%s: line %d: %s", path,
+	if (root == NULL) {
+		rc = sk_error_set(err, SK_EFORMAT, "%s: line %d: %s", path,
 		    jerr.line, jerr.text);
+		goto out;
+	}
 	kind = json_string_value(json_object_get(root, "__kind__"));
 	list = json_object_get(root, "shardlist");
 	if (kind == NULL || strcmp(kind, WIDS_KIND) != 0 ||
@@ -441,6 +460,15 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 		if ((rc = read_shard(s, i, &m->shards[i], path, err)) != 0)
 			goto out;
 		m->nshards++;
+		/* A server's manifest must not send the reader to this
+		 * machine's files (or any other scheme). */
+		if (remote && strstr(m->shards[i].url, "://") != NULL &&
+		    !is_remote(m->shards[i].url)) {
+			rc = sk_error_set(err, SK_EINVAL, "%s: shardlist[%zu]: "
+			    "a manifest read over http(s) may name only http(s) "
+			    "shards", path, i);
+			goto out;
+		}
 		/* Counts are added up into a uint64_t by every reader. */
 		if (m->shards[i].nsamples > (uint64_t)INT64_MAX - total) {
 			rc = sk_error_set(err, SK_EFORMAT, "%s: the shards' "
@@ -457,6 +485,7 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 		rc = read_info(info, m, path, err);
 out:
 	json_decref(root);
+	free(shown);
 	if (rc != 0)
 		sk_manifest_free(m);
 	return rc;
@@ -465,10 +494,29 @@ out:
 char *
 sk_manifest_resolve(const char *manifest_path, const char *url)
 {
-	const char *slash;
+	const char *slash, *host, *end;
 
 	/* wids: relative shard URLs are relative to the index's location. */
-	if (url[0] == '/' || strstr(url, "://") != NULL)
+	if (strstr(url, "://") != NULL)
+		return strdup(url);
+	if (is_remote(manifest_path)) {
+		/* RFC 3986 5.2: "/x" keeps the origin, "x" the folder; the
+		 * manifest's own query is not part of its folder. */
+		host = strstr(manifest_path, "://") + 3;
+		end = host + strcspn(host, "/?#");
+		if (url[0] == '/')
+			return sk__asprintf("%.*s%s", (int)(end - manifest_path),
+			    manifest_path, url);
+		end = end + strcspn(end, "?#");
+		for (slash = end; slash > host && slash[-1] != '/'; slash--)
+			;
+		if (slash == host)
+			return sk__asprintf("%.*s/%s", (int)(end -
+			    manifest_path), manifest_path, url);
+		return sk__asprintf("%.*s%s", (int)(slash - manifest_path),
+		    manifest_path, url);
+	}
+	if (url[0] == '/')
 		return strdup(url);
 	slash = strrchr(manifest_path, '/');
 	if (slash == NULL)

@@ -16,6 +16,9 @@ backend(enum sk_scheme scheme)
 	switch (scheme) {
 	case SK_SCHEME_FILE:
 		return &sk__source_file_ops;
+	case SK_SCHEME_HTTP:
+	case SK_SCHEME_HTTPS:
+		return &sk__source_http_ops;
 	default:
 		return NULL;
 	}

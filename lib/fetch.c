@@ -1,0 +1,1258 @@
+/*
+ * fetch.c - the fetch engine: one libcurl multi handle, driven by one
+ * thread, serves every remote read of the process. Readers (the loader's
+ * I/O threads, shardtool) ask for parts and wait on their stream; the
+ * engine runs the transfers, retries them, and fills the part buffers.
+ *
+ * Ownership: a part belongs to the engine from the moment it is queued
+ * until it is DONE or FAILED (p->engine set); the engine alone touches its
+ * easy handle. A reader that no longer wants a part the engine owns marks
+ * it cancelled and queues it back; the engine frees it. A stream is freed
+ * by its reader only after every part it gave the engine came back
+ * (s->inflight == 0), so the engine never sees a freed stream.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "internal.h"
+#include "fetch.h"
+
+#define MAX_PARTS	64
+#define BACKOFF_BASE	0.1	/* seconds: the first retry waits up to this */
+#define BACKOFF_CAP	10.0	/* and no retry waits longer, Retry-After
+				 * aside */
+
+enum { P_QUEUED = 0, P_RUNNING, P_WAITING, P_DONE, P_FAILED };
+
+struct part {
+	struct sk__stream *s;
+	CURL *easy;
+	struct curl_slist *hdrs;
+	struct part *next;	/* in one engine list */
+	uint64_t off, len;	/* the object's bytes [off, off + len) */
+	uint8_t *buf;
+	size_t cap;		/* bytes buf holds */
+	uint64_t have;		/* bytes in buf */
+	int state;
+	int engine;		/* owned by the engine */
+	int cancel;		/* the reader let go of it */
+	int whole;		/* a plain GET of a resource of unknown size */
+	int first;		/* gives the stream its size and version */
+	/* the current attempt, engine thread only */
+	int attempts;
+	uint64_t t_first, due;	/* ns: first attempt, next retry */
+	long status;		/* of the current response */
+	int checked;		/* the response's head was judged */
+	uint64_t discard;	/* leading bytes to drop (Range ignored) */
+	int complete;		/* all len bytes came, the rest is dropped */
+	double retry_after;	/* seconds, from the response; < 0 none */
+	char etag[128], lastmod[64], crange[96];
+	int64_t clength;	/* Content-Length, -1 none */
+	/* the outcome when FAILED */
+	int code;
+	char err[SK_ERRMSG_MAX];
+	char curlerr[CURL_ERROR_SIZE];
+};
+
+struct sk__stream {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	char *url;		/* for curl */
+	char *display;		/* for messages */
+	int meta;		/* size and version known (or failed) */
+	uint64_t size;
+	char etag[128], lastmod[64];
+	struct part *win[MAX_PARTS];	/* in flight or buffered, in order */
+	int nwin;
+	uint64_t next_off;	/* where the next part starts */
+	int inflight;		/* parts the engine owns */
+	int parts;		/* in flight at most */
+	uint64_t part_size;
+	size_t whole_max;
+};
+
+struct engine {
+	pthread_t thread;
+	pthread_mutex_t mu;	/* guards adds, cancels, stop, cfg */
+	CURLM *multi;
+	CURLSH *share;
+	struct part *adds, *cancels;
+	struct part *waiting;	/* engine thread only */
+	int stop, started, cfg_changed;
+	struct sk_fetch_config cfg;
+	char *ca_file;
+	uint64_t rng;
+};
+
+static struct engine eng = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t eng_once = PTHREAD_ONCE_INIT;
+static int eng_rc;
+static char eng_err[SK_ERRMSG_MAX];
+
+/* The counters, updated with atomics. */
+static struct {
+	uint64_t bytes, requests, retries, resumes, refetched, failures;
+	uint64_t cause[SK_RETRY_NCAUSES];
+	uint64_t ttfb_ns, ttfb_count, wait_ns;
+} ctr;
+
+#define ADD(field, v) __atomic_fetch_add(&ctr.field, (v), __ATOMIC_RELAXED)
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* options and counters                                                     */
+
+void
+sk_fetch_config_init(struct sk_fetch_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->connections = 64;
+	c->parts = 4;
+	c->part_size = (uint64_t)8 << 20;
+	c->connect_timeout = 10;
+	c->stall_timeout = 30;
+	c->retry_time = 120;
+	c->attempts = 30;
+}
+
+static void
+cfg_defaults_once(void)
+{
+	if (eng.cfg.parts == 0)
+		sk_fetch_config_init(&eng.cfg);
+}
+
+int
+sk_fetch_configure(const struct sk_fetch_config *c, struct sk_error *err)
+{
+	char *ca = NULL;
+
+	if (c->connections < 1 || c->connections > 4096)
+		return sk_error_set(err, SK_EINVAL, "connections: %d is not in "
+		    "1..4096", c->connections);
+	if (c->parts < 1 || c->parts > MAX_PARTS)
+		return sk_error_set(err, SK_EINVAL, "parts: %d is not in 1..%d",
+		    c->parts, MAX_PARTS);
+	if (c->part_size < 4096 || c->part_size > ((uint64_t)1 << 30))
+		return sk_error_set(err, SK_EINVAL, "part size: %" PRIu64
+		    " is not in 4 KiB..1 GiB", c->part_size);
+	if (!(c->connect_timeout > 0) || !(c->stall_timeout > 0) ||
+	    !(c->retry_time >= 0) || c->attempts < 1)
+		return sk_error_set(err, SK_EINVAL, "timeouts must be positive "
+		    "and attempts at least 1");
+	if (c->ca_file != NULL && (ca = strdup(c->ca_file)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	pthread_mutex_lock(&eng.mu);
+	eng.cfg = *c;
+	free(eng.ca_file);
+	eng.ca_file = ca;
+	eng.cfg.ca_file = ca;
+	eng.cfg_changed = 1;	/* the engine thread applies it */
+	pthread_mutex_unlock(&eng.mu);
+	if (eng.started)
+		curl_multi_wakeup(eng.multi);
+	return 0;
+}
+
+void
+sk_fetch_get_config(struct sk_fetch_config *c)
+{
+	pthread_mutex_lock(&eng.mu);
+	cfg_defaults_once();
+	*c = eng.cfg;
+	pthread_mutex_unlock(&eng.mu);
+}
+
+void
+sk_fetch_stats(struct sk_fetch_stats *st)
+{
+	int i;
+
+	memset(st, 0, sizeof *st);
+	st->bytes = __atomic_load_n(&ctr.bytes, __ATOMIC_RELAXED);
+	st->requests = __atomic_load_n(&ctr.requests, __ATOMIC_RELAXED);
+	st->retries = __atomic_load_n(&ctr.retries, __ATOMIC_RELAXED);
+	st->resumes = __atomic_load_n(&ctr.resumes, __ATOMIC_RELAXED);
+	st->refetched_bytes = __atomic_load_n(&ctr.refetched,
+	    __ATOMIC_RELAXED);
+	st->failures = __atomic_load_n(&ctr.failures, __ATOMIC_RELAXED);
+	for (i = 0; i < SK_RETRY_NCAUSES; i++)
+		st->retries_by_cause[i] = __atomic_load_n(&ctr.cause[i],
+		    __ATOMIC_RELAXED);
+	st->ttfb_seconds = (double)__atomic_load_n(&ctr.ttfb_ns,
+	    __ATOMIC_RELAXED) / 1e9;
+	st->ttfb_count = __atomic_load_n(&ctr.ttfb_count, __ATOMIC_RELAXED);
+	st->wait_seconds = (double)__atomic_load_n(&ctr.wait_ns,
+	    __ATOMIC_RELAXED) / 1e9;
+}
+
+void
+sk_fetch_stats_sub(struct sk_fetch_stats *o, const struct sk_fetch_stats *a,
+    const struct sk_fetch_stats *b)
+{
+	int i;
+
+	o->bytes = a->bytes - b->bytes;
+	o->requests = a->requests - b->requests;
+	o->retries = a->retries - b->retries;
+	for (i = 0; i < SK_RETRY_NCAUSES; i++)
+		o->retries_by_cause[i] = a->retries_by_cause[i] -
+		    b->retries_by_cause[i];
+	o->resumes = a->resumes - b->resumes;
+	o->refetched_bytes = a->refetched_bytes - b->refetched_bytes;
+	o->failures = a->failures - b->failures;
+	o->ttfb_seconds = a->ttfb_seconds - b->ttfb_seconds;
+	o->ttfb_count = a->ttfb_count - b->ttfb_count;
+	o->wait_seconds = a->wait_seconds - b->wait_seconds;
+}
+
+const char *
+sk_retry_cause_name(enum sk_retry_cause c)
+{
+	static const char *const names[SK_RETRY_NCAUSES] = {
+		"connection", "stall", "short_body", "status_429",
+		"status_5xx"
+	};
+
+	return (unsigned)c < SK_RETRY_NCAUSES ? names[c] : "unknown";
+}
+
+/* ------------------------------------------------------------------------ */
+/* URLs as messages show them                                               */
+
+/* Query parameters that carry a credential (SigV4, GCS signed URLs, SAS). */
+static int
+secret_param(const char *name, size_t n)
+{
+	static const char *const names[] = {
+		"x-amz-signature", "x-amz-credential", "x-amz-security-token",
+		"x-goog-signature", "x-goog-credential", "signature", "sig",
+		"token", "access_token", "key"
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strlen(names[i]) == n && strncasecmp(name, names[i], n) == 0)
+			return 1;
+	return 0;
+}
+
+char *
+sk__url_redact(const char *url)
+{
+	const char *p, *q, *at, *hostend, *eq, *amp;
+	size_t n = strlen(url);
+	char *out, *o;
+
+	/* Each secret shrinks to "***" or grows by at most 3 bytes. */
+	if ((out = malloc(n + 4 * (n / 2 + 1) + 1)) == NULL)
+		return NULL;
+	o = out;
+	p = strstr(url, "://");
+	p = p != NULL ? p + 3 : url;
+	memcpy(o, url, (size_t)(p - url));
+	o += p - url;
+	/* userinfo: keep the user, hide the password */
+	hostend = p + strcspn(p, "/?#");
+	at = memchr(p, '@', (size_t)(hostend - p));
+	if (at != NULL) {
+		q = memchr(p, ':', (size_t)(at - p));
+		if (q != NULL) {
+			memcpy(o, p, (size_t)(q - p));
+			o += q - p;
+			memcpy(o, ":***", 4);
+			o += 4;
+			p = at;
+		}
+	}
+	q = strchr(p, '?');
+	if (q == NULL) {
+		strcpy(o, p);
+		return out;
+	}
+	memcpy(o, p, (size_t)(q - p) + 1);
+	o += q - p + 1;
+	for (p = q + 1; *p != '\0'; p = *amp ? amp + 1 : amp) {
+		amp = p + strcspn(p, "&#");
+		eq = memchr(p, '=', (size_t)(amp - p));
+		if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
+			memcpy(o, p, (size_t)(eq - p) + 1);
+			o += eq - p + 1;
+			memcpy(o, "***", 3);
+			o += 3;
+		} else {
+			memcpy(o, p, (size_t)(amp - p));
+			o += amp - p;
+		}
+		if (*amp == '#') {
+			strcpy(o, amp);
+			return out;
+		}
+		if (*amp == '&')
+			*o++ = '&';
+	}
+	*o = '\0';
+	return out;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the engine thread                                                        */
+
+static void *engine_main(void *arg);
+
+static void
+engine_start(void)
+{
+	CURLcode cc;
+
+	cfg_defaults_once();
+	if ((cc = curl_global_init(CURL_GLOBAL_DEFAULT)) != CURLE_OK) {
+		snprintf(eng_err, sizeof eng_err, "cannot start libcurl: %s",
+		    curl_easy_strerror(cc));
+		eng_rc = SK_EIO;
+		return;
+	}
+	eng.multi = curl_multi_init();
+	eng.share = curl_share_init();
+	if (eng.multi == NULL || eng.share == NULL) {
+		snprintf(eng_err, sizeof eng_err, "cannot start libcurl: out "
+		    "of memory");
+		eng_rc = SK_ENOMEM;
+		return;
+	}
+	/* Only the engine thread uses these handles: no lock callbacks. */
+	curl_share_setopt(eng.share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_share_setopt(eng.share, CURLSHOPT_SHARE,
+	    CURL_LOCK_DATA_SSL_SESSION);
+	curl_multi_setopt(eng.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+	    (long)eng.cfg.connections);
+	curl_multi_setopt(eng.multi, CURLMOPT_PIPELINING,
+	    (long)CURLPIPE_MULTIPLEX);
+	eng.rng = now_ns() | 1;
+	pthread_mutex_lock(&eng.mu);
+	eng.started = 1;
+	pthread_mutex_unlock(&eng.mu);
+	if (pthread_create(&eng.thread, NULL, engine_main, NULL) != 0) {
+		snprintf(eng_err, sizeof eng_err, "cannot start the fetch "
+		    "thread");
+		eng_rc = SK_ENOMEM;
+		eng.started = 0;
+	}
+}
+
+static int
+engine_get(struct sk_error *err)
+{
+	pthread_once(&eng_once, engine_start);
+	if (eng_rc != 0)
+		return sk_error_set(err, eng_rc, "%s", eng_err);
+	return 0;
+}
+
+static void
+part_free(struct part *p)
+{
+	if (p == NULL)
+		return;
+	if (p->easy != NULL)
+		curl_easy_cleanup(p->easy);
+	curl_slist_free_all(p->hdrs);
+	free(p->buf);
+	free(p);
+}
+
+/* Hand parts to the engine: queue them and wake it. The caller holds
+ * p->s->mu. */
+static void
+engine_queue(struct part **list, struct part *p)
+{
+	pthread_mutex_lock(&eng.mu);
+	p->next = *list;
+	*list = p;
+	pthread_mutex_unlock(&eng.mu);
+	curl_multi_wakeup(eng.multi);
+}
+
+static double
+rand01(void)
+{
+	/* xorshift64*: the jitter needs no quality, only spread. */
+	eng.rng ^= eng.rng >> 12;
+	eng.rng ^= eng.rng << 25;
+	eng.rng ^= eng.rng >> 27;
+	return (double)((eng.rng * 2685821657736338717ULL) >> 11) /
+	    9007199254740992.0;
+}
+
+/* Header lines of the current response; a new status line starts over
+ * (a redirect or 100 Continue came first). */
+static size_t
+header_cb(char *line, size_t size, size_t n, void *arg)
+{
+	struct part *p = arg;
+	size_t len = size * n, k, v;
+	char *end;
+
+	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		p->etag[0] = p->lastmod[0] = p->crange[0] = '\0';
+		p->clength = -1;
+		p->retry_after = -1;
+		return len;
+	}
+	k = strcspn(line, ":");
+	if (k == len)
+		return len;
+	v = k + 1;
+	while (v < len && (line[v] == ' ' || line[v] == '\t'))
+		v++;
+	while (len > v && (line[len - 1] == '\r' || line[len - 1] == '\n' ||
+	    line[len - 1] == ' '))
+		len--;
+#define HEADER(name, field) \
+	if (k == sizeof name - 1 && strncasecmp(line, name, k) == 0) { \
+		snprintf(p->field, sizeof p->field, "%.*s", (int)(len - v), \
+		    line + v); \
+		return size * n; \
+	}
+	HEADER("etag", etag)
+	HEADER("last-modified", lastmod)
+	HEADER("content-range", crange)
+#undef HEADER
+	if (k == 14 && strncasecmp(line, "content-length", k) == 0) {
+		errno = 0;
+		p->clength = (int64_t)strtoll(line + v, &end, 10);
+		if (errno != 0 || end == line + v || p->clength < 0)
+			p->clength = -1;
+	} else if (k == 11 && strncasecmp(line, "retry-after", k) == 0) {
+		/* Seconds; an HTTP date is taken as "soon" (1 s). */
+		p->retry_after = strtod(line + v, &end);
+		if (end == line + v || !(p->retry_after >= 0))
+			p->retry_after = 1;
+	}
+	return size * n;
+}
+
+static int
+fail_part(struct part *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail_part(struct part *p, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	p->code = code;
+	va_start(ap, fmt);
+	vsnprintf(p->err, sizeof p->err, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/*
+ * "bytes A-B/T" (RFC 9110 14.4); T may be "*". Returns 0 and the three
+ * numbers (T = UINT64_MAX when unknown), -1 when malformed.
+ */
+static int
+parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t)
+{
+	unsigned long long x, y;
+	char tot[32];
+
+	if (sscanf(v, "bytes %llu-%llu/%31s", &x, &y, tot) != 3 || y < x)
+		return -1;
+	*a = x;
+	*b = y;
+	if (strcmp(tot, "*") == 0) {
+		*t = UINT64_MAX;
+		return 0;
+	}
+	if (sscanf(tot, "%llu", &x) != 1)
+		return -1;
+	*t = x;
+	return 0;
+}
+
+/*
+ * The first body byte of a 2xx response: does it continue what the part
+ * has, from the same version of the object? The stream's first response
+ * sets the size and the version. Called with s->mu held. Returns 0 or a
+ * failure code (the transfer is then aborted and not retried).
+ */
+static int
+check_response(struct part *p)
+{
+	struct sk__stream *s = p->s;
+	uint64_t a, b, t, want = p->off + p->have;
+
+	if (p->status == 206) {
+		if (parse_crange(p->crange, &a, &b, &t) != 0)
+			return fail_part(p, SK_EIO, "%s: a 206 response with "
+			    "no usable Content-Range (\"%s\")", s->display,
+			    p->crange);
+		if (a != want)
+			return fail_part(p, SK_EIO, "%s: asked for bytes from "
+			    "%" PRIu64 ", the server sent them from %" PRIu64,
+			    s->display, want, a);
+	} else {
+		/* 200: the whole object; drop what the part already has. */
+		t = p->clength >= 0 ? (uint64_t)p->clength : UINT64_MAX;
+		p->discard = want;
+		if (want > 0)
+			ADD(refetched, want);
+	}
+	if (!s->meta) {
+		if (t == UINT64_MAX && !p->whole)
+			return fail_part(p, SK_EIO, "%s: the server gives no "
+			    "size for this object", s->display);
+		s->size = t;
+		snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+		snprintf(s->lastmod, sizeof s->lastmod, "%s", p->lastmod);
+		s->meta = 1;
+		pthread_cond_broadcast(&s->cond);
+		if (p->first && !p->whole && p->len > s->size - p->off)
+			p->len = s->size - p->off;
+		return 0;
+	}
+	/* A changed object: never mix the bytes of two versions. */
+	if ((s->etag[0] != '\0' && strcmp(s->etag, p->etag) != 0) ||
+	    (s->etag[0] == '\0' && s->lastmod[0] != '\0' &&
+	    strcmp(s->lastmod, p->lastmod) != 0) ||
+	    (t != UINT64_MAX && t != s->size))
+		return fail_part(p, SK_ECHANGED, "%s: the object changed while "
+		    "it was read (ETag %s, %" PRIu64 " bytes, now %s, %s "
+		    "bytes)", s->display, s->etag[0] ? s->etag : "none",
+		    s->size, p->etag[0] ? p->etag : "none", t == UINT64_MAX ?
+		    "?" : p->crange[0] ? strrchr(p->crange, '/') + 1 : "?");
+	return 0;
+}
+
+static size_t
+write_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct part *p = arg;
+	struct sk__stream *s = p->s;
+	size_t len = size * n, take;
+	uint64_t room;
+	uint8_t *nb;
+
+	if (p->cancel)
+		return 0;
+	if (!p->checked) {
+		curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
+		p->checked = 1;
+		if (p->status == 200 || p->status == 206) {
+			pthread_mutex_lock(&s->mu);
+			if (check_response(p) != 0) {
+				pthread_mutex_unlock(&s->mu);
+				return 0;
+			}
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	if (p->status != 200 && p->status != 206)
+		return len;	/* an error page: judged when it ends */
+	ADD(bytes, len);
+	if (p->discard > 0) {
+		take = p->discard < len ? (size_t)p->discard : len;
+		p->discard -= take;
+		data += take;
+		len -= take;
+	}
+	if (p->complete || len == 0)
+		return size * n;
+	room = p->len - p->have;
+	if (p->whole && len > p->cap - p->have) {
+		if (p->have + len > p->len)
+			return fail_part(p, SK_ETOOBIG, "%s: more than %" PRIu64
+			    " bytes", s->display, p->len), 0;
+		size_t ncap = p->cap * 2 > p->have + len ? p->cap * 2 :
+		    p->have + len;
+		if (ncap > p->len)
+			ncap = (size_t)p->len;
+		if ((nb = realloc(p->buf, ncap + 1)) == NULL)
+			return fail_part(p, SK_ENOMEM, "out of memory"), 0;
+		p->buf = nb;
+		p->cap = ncap;
+	}
+	take = len < room ? len : (size_t)room;
+	memcpy(p->buf + p->have, data, take);
+	pthread_mutex_lock(&s->mu);
+	p->have += take;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	if (take < len) {
+		/* A server that ignored the range's end: all is here. */
+		p->complete = 1;
+		return 0;
+	}
+	return size * n;
+}
+
+/* p->state is read by the reader under s->mu. */
+static void
+set_state(struct part *p, int state)
+{
+	pthread_mutex_lock(&p->s->mu);
+	p->state = state;
+	pthread_mutex_unlock(&p->s->mu);
+}
+
+/* Set up the easy handle for the next attempt and give it to the multi. */
+static void
+start_attempt(struct part *p)
+{
+	struct sk__stream *s = p->s;
+	char range[64];
+	uint64_t from = p->off + p->have;
+	CURL *e;
+
+	if (p->easy == NULL)
+		p->easy = curl_easy_init();
+	else
+		curl_easy_reset(p->easy);
+	e = p->easy;
+	if (e == NULL) {
+		fail_part(p, SK_ENOMEM, "out of memory");
+		set_state(p, P_FAILED);
+		return;
+	}
+	curl_slist_free_all(p->hdrs);
+	p->hdrs = NULL;
+	p->status = 0;
+	p->checked = 0;
+	p->discard = 0;
+	p->clength = -1;
+	p->retry_after = -1;
+	p->curlerr[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_URL, s->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, p);
+	curl_easy_setopt(e, CURLOPT_SHARE, eng.share);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, p->curlerr);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, p);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, p);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "shardkit/" SK_VERSION_STRING);
+	pthread_mutex_lock(&eng.mu);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+	    (long)(eng.cfg.connect_timeout * 1000));
+	/* The stall timeout: no byte at all for that long. */
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+	    (long)(eng.cfg.stall_timeout + 0.999));
+	if (eng.ca_file != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, eng.ca_file);
+	else if (getenv("CURL_CA_BUNDLE") != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, getenv("CURL_CA_BUNDLE"));
+	else if (getenv("SSL_CERT_FILE") != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, getenv("SSL_CERT_FILE"));
+	if (getenv("SSL_CERT_DIR") != NULL && eng.ca_file == NULL)
+		curl_easy_setopt(e, CURLOPT_CAPATH, getenv("SSL_CERT_DIR"));
+	pthread_mutex_unlock(&eng.mu);
+	if (!p->whole) {
+		/* The first part asks for part_size bytes of an object of
+		 * unknown size; the server answers with what there is. */
+		snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, from,
+		    p->off + p->len - 1);
+		curl_easy_setopt(e, CURLOPT_RANGE, range);
+		pthread_mutex_lock(&s->mu);
+		/* If-Match on a strong ETag: a changed object is a 412 rather
+		 * than bytes of another version (weak ones cannot match). */
+		if (s->meta && s->etag[0] == '"') {
+			char h[160];
+
+			snprintf(h, sizeof h, "If-Match: %s", s->etag);
+			p->hdrs = curl_slist_append(NULL, h);
+		}
+		pthread_mutex_unlock(&s->mu);
+		if (p->hdrs != NULL)
+			curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->hdrs);
+	}
+	if (p->attempts == 0)
+		p->t_first = now_ns();
+	p->attempts++;
+	ADD(requests, 1);
+	set_state(p, P_RUNNING);
+	curl_multi_add_handle(eng.multi, e);
+}
+
+/* The part is the reader's again (DONE or FAILED). */
+static void
+hand_back(struct part *p, int state)
+{
+	struct sk__stream *s = p->s;
+
+	if (p->easy != NULL) {
+		curl_multi_remove_handle(eng.multi, p->easy);
+		curl_easy_cleanup(p->easy);
+		p->easy = NULL;
+	}
+	if (state == P_FAILED)
+		ADD(failures, 1);
+	pthread_mutex_lock(&s->mu);
+	p->state = state;
+	p->engine = 0;
+	s->inflight--;
+	if (state == P_FAILED && !s->meta) {
+		s->meta = -1;	/* the reader waiting at open takes the error */
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static int
+retryable_curl(CURLcode cc, enum sk_retry_cause *cause)
+{
+	switch (cc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		*cause = SK_RETRY_STALL;
+		return 1;
+	case CURLE_PARTIAL_FILE:
+		*cause = SK_RETRY_SHORT;
+		return 1;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR:
+		*cause = SK_RETRY_CONNECT;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A transfer ended: done, retried later, or failed for good. */
+static void
+finish(struct part *p, CURLcode cc)
+{
+	struct sk__stream *s = p->s;
+	enum sk_retry_cause cause = SK_RETRY_CONNECT;
+	double delay, left, elapsed, tries_left;
+	curl_off_t ttfb = 0;
+	char why[SK_ERRMSG_MAX];
+	int retry = 0;
+
+	if (p->cancel)
+		return;		/* freed with the cancel queue */
+	curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
+	if (cc == CURLE_OK && !p->checked && (p->status == 200 ||
+	    p->status == 206)) {
+		/* A body of no bytes never reached write_cb. */
+		p->checked = 1;
+		pthread_mutex_lock(&s->mu);
+		check_response(p);
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (curl_easy_getinfo(p->easy, CURLINFO_STARTTRANSFER_TIME_T, &ttfb) ==
+	    CURLE_OK && ttfb > 0) {
+		ADD(ttfb_ns, (uint64_t)ttfb * 1000);
+		ADD(ttfb_count, 1);
+	}
+	if (p->code != 0) {
+		/* check_response or write_cb refused it */
+		hand_back(p, P_FAILED);
+		return;
+	}
+	if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && p->complete)) {
+		if (p->status == 200 || p->status == 206) {
+			if (p->whole || p->have == p->len ||
+			    (p->first && s->meta > 0 && p->len == 0)) {
+				if (p->whole)
+					p->len = p->have;
+				hand_back(p, P_DONE);
+				return;
+			}
+			cause = SK_RETRY_SHORT;
+			retry = 1;
+			snprintf(why, sizeof why, "the body ended after %" PRIu64
+			    " of %" PRIu64 " bytes", p->have, p->len);
+		} else if (p->status == 416 && p->first && !p->whole) {
+			/* An empty object has no byte 0 to ask for. */
+			pthread_mutex_lock(&s->mu);
+			if (strncmp(p->crange, "bytes */", 8) == 0 &&
+			    strcmp(p->crange + 8, "0") == 0 && !s->meta) {
+				s->size = 0;
+				snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+				s->meta = 1;
+				p->len = 0;
+				pthread_mutex_unlock(&s->mu);
+				hand_back(p, P_DONE);
+				return;
+			}
+			pthread_mutex_unlock(&s->mu);
+			fail_part(p, SK_EIO, "%s: HTTP 416 (range not "
+			    "satisfiable) for bytes %" PRIu64 "-", s->display,
+			    p->off + p->have);
+		} else if (p->status == 404 || p->status == 410) {
+			fail_part(p, SK_ENOENT, "%s: HTTP %ld: no such object",
+			    s->display, p->status);
+		} else if (p->status == 401 || p->status == 403) {
+			fail_part(p, SK_EACCES, "%s: HTTP %ld: access denied",
+			    s->display, p->status);
+		} else if (p->status == 412) {
+			fail_part(p, SK_ECHANGED, "%s: HTTP 412: the object "
+			    "changed while it was read (it no longer has ETag "
+			    "%s)", s->display, s->etag);
+		} else if (p->status == 429 || p->status >= 500) {
+			cause = p->status == 429 ? SK_RETRY_429 : SK_RETRY_5XX;
+			retry = 1;
+			snprintf(why, sizeof why, "HTTP %ld", p->status);
+		} else {
+			fail_part(p, SK_EIO, "%s: HTTP %ld", s->display,
+			    p->status);
+		}
+	} else if (retryable_curl(cc, &cause)) {
+		retry = 1;
+		snprintf(why, sizeof why, "%s", p->curlerr[0] ? p->curlerr :
+		    curl_easy_strerror(cc));
+	} else {
+		int code = SK_EIO;
+
+		if (cc == CURLE_PEER_FAILED_VERIFICATION ||
+		    cc == CURLE_SSL_CACERT_BADFILE ||
+		    cc == CURLE_SSL_CERTPROBLEM)
+			code = SK_EACCES;
+		else if (cc == CURLE_URL_MALFORMAT ||
+		    cc == CURLE_UNSUPPORTED_PROTOCOL)
+			code = SK_EINVAL;
+		fail_part(p, code, "%s: %s%s", s->display,
+		    p->curlerr[0] ? p->curlerr : curl_easy_strerror(cc),
+		    code == SK_EACCES ? " (the server's certificate was "
+		    "refused; see --ca-file, CURL_CA_BUNDLE, SSL_CERT_FILE)" :
+		    "");
+	}
+	if (!retry) {
+		hand_back(p, P_FAILED);
+		return;
+	}
+
+	/* Exponential backoff with full jitter; Retry-After if longer. */
+	pthread_mutex_lock(&eng.mu);
+	left = eng.cfg.retry_time;
+	tries_left = eng.cfg.attempts - p->attempts;
+	pthread_mutex_unlock(&eng.mu);
+	elapsed = (double)(now_ns() - p->t_first) / 1e9;
+	left -= elapsed;
+	delay = BACKOFF_BASE * (double)(1u << (p->attempts < 20 ?
+	    p->attempts - 1 : 19));
+	if (delay > BACKOFF_CAP)
+		delay = BACKOFF_CAP;
+	delay *= rand01();
+	if (p->retry_after > delay)
+		delay = p->retry_after;
+	if (tries_left <= 0 || delay > left) {
+		fail_part(p, SK_ENETWORK, "%s: gave up after %d attempts in "
+		    "%.1f s: %s", s->display, p->attempts, elapsed, why);
+		hand_back(p, P_FAILED);
+		return;
+	}
+	ADD(retries, 1);
+	ADD(cause[cause], 1);
+	if (p->have > 0)
+		ADD(resumes, 1);
+	sk_log(SK_LOG_INFO, "%s: %s; retry %d at byte %" PRIu64 " in %.2f s",
+	    s->display, why, p->attempts, p->off + p->have, delay);
+	curl_multi_remove_handle(eng.multi, p->easy);
+	set_state(p, P_WAITING);
+	p->due = now_ns() + (uint64_t)(delay * 1e9);
+	p->next = eng.waiting;
+	eng.waiting = p;
+}
+
+static void
+unlink_waiting(struct part *p)
+{
+	struct part **pp;
+
+	for (pp = &eng.waiting; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+}
+
+static void *
+engine_main(void *arg)
+{
+	struct part *adds, *cancels, *p, *next, **pp;
+	struct sk__stream *s;
+	struct CURLMsg *msg;
+	uint64_t now, soonest;
+	long timeout;
+	int running, left, stop;
+
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&eng.mu);
+		adds = eng.adds;
+		cancels = eng.cancels;
+		eng.adds = eng.cancels = NULL;
+		stop = eng.stop;
+		if (eng.cfg_changed)
+			curl_multi_setopt(eng.multi,
+			    CURLMOPT_MAX_TOTAL_CONNECTIONS,
+			    (long)eng.cfg.connections);
+		eng.cfg_changed = 0;
+		pthread_mutex_unlock(&eng.mu);
+		/* Queued in reverse: start the earliest part first. */
+		for (p = NULL; adds != NULL; adds = next) {
+			next = adds->next;
+			adds->next = p;
+			p = adds;
+		}
+		for (; p != NULL; p = next) {
+			next = p->next;
+			p->next = NULL;
+			start_attempt(p);
+			if (p->state == P_FAILED)
+				hand_back(p, P_FAILED);
+		}
+		for (p = cancels; p != NULL; p = next) {
+			next = p->next;
+			s = p->s;
+			if (p->state == P_WAITING)
+				unlink_waiting(p);
+			else if (p->easy != NULL)
+				curl_multi_remove_handle(eng.multi, p->easy);
+			part_free(p);
+			pthread_mutex_lock(&s->mu);
+			s->inflight--;
+			pthread_cond_broadcast(&s->cond);
+			pthread_mutex_unlock(&s->mu);
+		}
+		if (stop)
+			break;
+		now = now_ns();
+		soonest = UINT64_MAX;
+		for (pp = &eng.waiting; (p = *pp) != NULL; ) {
+			if (p->due <= now) {
+				*pp = p->next;
+				p->next = NULL;
+				start_attempt(p);
+				if (p->state == P_FAILED)
+					hand_back(p, P_FAILED);
+				continue;
+			}
+			if (p->due < soonest)
+				soonest = p->due;
+			pp = &p->next;
+		}
+		curl_multi_perform(eng.multi, &running);
+		while ((msg = curl_multi_info_read(eng.multi, &left)) != NULL) {
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			p = NULL;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
+			    (char **)&p);
+			if (p != NULL)
+				finish(p, msg->data.result);
+		}
+		timeout = 1000;
+		if (soonest != UINT64_MAX) {
+			now = now_ns();
+			timeout = soonest <= now ? 0 :
+			    (long)((soonest - now) / 1000000 + 1);
+			if (timeout > 1000)
+				timeout = 1000;
+		}
+		curl_multi_poll(eng.multi, NULL, 0, (int)timeout, NULL);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* streams: what the readers call                                           */
+
+static struct part *
+part_new(struct sk__stream *s, uint64_t off, uint64_t len, size_t cap)
+{
+	struct part *p;
+
+	if ((p = calloc(1, sizeof *p)) == NULL)
+		return NULL;
+	if ((p->buf = malloc(cap + 1)) == NULL) {
+		free(p);
+		return NULL;
+	}
+	p->s = s;
+	p->off = off;
+	p->len = len;
+	p->cap = cap;
+	p->clength = -1;
+	p->retry_after = -1;
+	return p;
+}
+
+/* Give p to the engine. Caller holds s->mu. */
+static void
+submit(struct sk__stream *s, struct part *p)
+{
+	p->engine = 1;
+	p->state = P_QUEUED;
+	s->inflight++;
+	engine_queue(&eng.adds, p);
+}
+
+/* Let go of p. Caller holds s->mu. */
+static void
+drop(struct sk__stream *s, struct part *p)
+{
+	(void)s;
+	if (p->engine) {
+		p->cancel = 1;
+		engine_queue(&eng.cancels, p);
+	} else
+		part_free(p);
+}
+
+/* Keep up to s->parts parts ahead. Caller holds s->mu. */
+static int
+top_up(struct sk__stream *s)
+{
+	struct part *p;
+	uint64_t len;
+
+	while (s->nwin < s->parts && s->next_off < s->size) {
+		len = s->size - s->next_off;
+		if (len > s->part_size)
+			len = s->part_size;
+		if ((p = part_new(s, s->next_off, len, (size_t)len)) == NULL)
+			return SK_ENOMEM;
+		s->win[s->nwin++] = p;
+		s->next_off += len;
+		submit(s, p);
+	}
+	return 0;
+}
+
+static void
+stream_free(struct sk__stream *s)
+{
+	if (s == NULL)
+		return;
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cond);
+	free(s->url);
+	free(s->display);
+	free(s);
+}
+
+static struct sk__stream *
+stream_new(const char *url, const char *display)
+{
+	struct sk__stream *s;
+
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return NULL;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->url = strdup(url);
+	s->display = display != NULL ? strdup(display) : sk__url_redact(url);
+	if (s->url == NULL || s->display == NULL) {
+		stream_free(s);
+		return NULL;
+	}
+	pthread_mutex_lock(&eng.mu);
+	s->parts = eng.cfg.parts;
+	s->part_size = eng.cfg.part_size;
+	pthread_mutex_unlock(&eng.mu);
+	return s;
+}
+
+/* Wait on s->cond, counting the time as time waiting on the network. */
+static void
+wait_net(struct sk__stream *s)
+{
+	uint64_t t0 = now_ns();
+
+	pthread_cond_wait(&s->cond, &s->mu);
+	ADD(wait_ns, now_ns() - t0);
+}
+
+int
+sk__stream_open(struct sk__stream **out, const char *url,
+    const char *display, struct sk_error *err)
+{
+	struct sk__stream *s;
+	struct part *p;
+	int rc;
+
+	*out = NULL;
+	if ((rc = engine_get(err)) != 0)
+		return rc;
+	if ((s = stream_new(url, display)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	pthread_mutex_lock(&s->mu);
+	if ((p = part_new(s, 0, s->part_size, (size_t)s->part_size)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		stream_free(s);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	p->first = 1;
+	s->win[s->nwin++] = p;
+	submit(s, p);
+	while (s->meta == 0)
+		wait_net(s);
+	if (s->meta < 0) {
+		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
+		    p->err[0] ? p->err : "the first request failed");
+		pthread_mutex_unlock(&s->mu);
+		sk__stream_close(s);
+		return rc;
+	}
+	s->next_off = p->len;	/* check_response cut it to the size */
+	rc = top_up(s);
+	pthread_mutex_unlock(&s->mu);
+	if (rc != 0) {
+		sk__stream_close(s);
+		return sk_error_set(err, rc, "out of memory");
+	}
+	*out = s;
+	return 0;
+}
+
+uint64_t
+sk__stream_size(const struct sk__stream *s)
+{
+	return s->size;
+}
+
+int64_t
+sk__stream_pread(struct sk__stream *s, void *buf, size_t n, uint64_t off,
+    struct sk_error *err)
+{
+	struct part *p;
+	uint64_t at;
+	size_t take;
+	int i, k, rc = 0;
+
+	if (off >= s->size || n == 0)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	/* Parts wholly before off are read or skipped: let them go. */
+	for (k = 0; k < s->nwin && s->win[k]->off + s->win[k]->len <= off; k++)
+		drop(s, s->win[k]);
+	if (k > 0) {
+		memmove(s->win, s->win + k, (size_t)(s->nwin - k) *
+		    sizeof *s->win);
+		s->nwin -= k;
+	}
+	/* Before the window (read again) or past every part asked for: the
+	 * window starts over at off. A skip inside it costs no request. */
+	if (s->nwin == 0 || off < s->win[0]->off) {
+		for (i = 0; i < s->nwin; i++)
+			drop(s, s->win[i]);
+		s->nwin = 0;
+		s->next_off = off;
+	}
+	if ((rc = top_up(s)) != 0) {
+		pthread_mutex_unlock(&s->mu);
+		return sk_error_set(err, rc, "out of memory");
+	}
+	p = s->win[0];
+	at = off - p->off;
+	while (p->have <= at && p->state != P_FAILED && p->state != P_DONE)
+		wait_net(s);
+	if (p->have <= at) {
+		if (p->state == P_FAILED)
+			rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
+			    p->err);
+		else
+			rc = sk_error_set(err, SK_EIO, "%s: offset %" PRIu64
+			    ": the part ended early", s->display, off);
+		pthread_mutex_unlock(&s->mu);
+		return rc;
+	}
+	take = p->have - at < n ? (size_t)(p->have - at) : n;
+	pthread_mutex_unlock(&s->mu);
+	/* Bytes below have are written once and never move. */
+	memcpy(buf, p->buf + at, take);
+	return (int64_t)take;
+}
+
+void
+sk__stream_close(struct sk__stream *s)
+{
+	int i;
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->mu);
+	for (i = 0; i < s->nwin; i++)
+		drop(s, s->win[i]);
+	s->nwin = 0;
+	while (s->inflight > 0)
+		pthread_cond_wait(&s->cond, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	stream_free(s);
+}
+
+int
+sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
+    struct sk_error *err)
+{
+	struct sk__stream *s;
+	struct part *p;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = engine_get(err)) != 0)
+		return rc;
+	if ((s = stream_new(url, NULL)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	pthread_mutex_lock(&s->mu);
+	if ((p = part_new(s, 0, max, max < 65536 ? max : 65536)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		stream_free(s);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	p->whole = 1;
+	p->first = 1;
+	submit(s, p);
+	while (p->state != P_DONE && p->state != P_FAILED)
+		wait_net(s);
+	pthread_mutex_unlock(&s->mu);
+	if (p->state == P_FAILED)
+		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
+		    p->err);
+	else {
+		p->buf[p->have] = '\0';
+		*out = (char *)p->buf;
+		*len = (size_t)p->have;
+		p->buf = NULL;
+	}
+	part_free(p);
+	stream_free(s);
+	return rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * fetch.h - the one fetch engine under every remote source: a libcurl multi
+ * handle driven by one thread, one connection pool, retries that resume at
+ * the exact byte, and the counters. Internal to libshardkit.
+ *
+ * A stream is one object read front to back (a shard): its bytes arrive in
+ * parts, fixed-size ranged GETs kept in flight ahead of the reader. Lock
+ * order: a stream's mu before the engine's mu; the engine thread takes a
+ * stream's mu only in its callbacks and never holds its own mu then.
+ */
+#ifndef SK_FETCH_H
+#define SK_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardkit.h"
+
+struct sk__stream;
+
+/*
+ * Open a stream on an http(s) URL and wait for its first response, which
+ * gives the size and the version (ETag, Last-Modified) every later part
+ * must match. display is the URL as messages show it. On failure the
+ * stream is NULL and err says why.
+ */
+int sk__stream_open(struct sk__stream **out, const char *url,
+    const char *display, struct sk_error *err);
+/* The object's size in bytes. */
+uint64_t sk__stream_size(const struct sk__stream *s);
+/* Up to n bytes at off: bytes copied, 0 at the end, < 0 with err set.
+ * Reading past the parts in flight moves the window there. */
+int64_t sk__stream_pread(struct sk__stream *s, void *buf, size_t n,
+    uint64_t off, struct sk_error *err);
+/* Cancel what is in flight and free s once the engine let go of it. */
+void sk__stream_close(struct sk__stream *s);
+
+/* GET a whole resource of at most max bytes (a manifest, a listing) into
+ * *out (malloc'd, NUL-terminated), retried like every transfer. */
+int sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
+    struct sk_error *err);
+
+/* The URL as it may be printed: a password and signature-like query
+ * values replaced by "***" (malloc'd, NULL when out of memory). */
+char *sk__url_redact(const char *url);
+
+#endif /* SK_FETCH_H */

@@ -1,0 +1,166 @@
+/*
+ * source_http.c - http(s):// sources over the fetch engine: a shard is a
+ * stream of ranged GETs read ahead of the tar reader, and a directory URL
+ * ending in '/' is listed from nginx's JSON autoindex.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "fetch.h"
+
+/* A listing is a few hundred bytes an entry: 64 MiB is ~200K shards. */
+#define LIST_MAX_BYTES	((size_t)64 << 20)
+
+static int
+http_open(sk_source *s, const struct sk_url *u)
+{
+	struct sk__stream *st = NULL;
+	struct sk_error err;
+	char *display;
+	int rc;
+
+	(void)u;
+	/* Messages name the URL without its secrets. */
+	if ((display = sk__url_redact(s->url)) == NULL)
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	rc = sk__stream_open(&st, s->url, display, &err);
+	free(s->url);
+	s->url = display;
+	if (rc != 0)
+		return sk__fail(&s->h, rc, "%s", err.msg);
+	s->impl = st;
+	return 0;
+}
+
+static int64_t
+http_pread(sk_source *s, void *buf, size_t n, uint64_t off)
+{
+	struct sk_error err;
+	int64_t got;
+
+	got = sk__stream_pread(s->impl, buf, n, off, &err);
+	if (got < 0)
+		return sk__fail(&s->h, (int)got, "%s", err.msg);
+	return got;
+}
+
+static int
+http_size(sk_source *s, uint64_t *size)
+{
+	*size = sk__stream_size(s->impl);
+	return 0;
+}
+
+static void
+http_close(sk_source *s)
+{
+	sk__stream_close(s->impl);
+	s->impl = NULL;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* RFC 3986 unreserved characters pass; everything else is %XX. */
+static char *
+escape_name(const char *name)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, n = strlen(name);
+	char *out, *o;
+
+	if ((out = malloc(3 * n + 1)) == NULL)
+		return NULL;
+	for (o = out, i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~')
+			*o++ = (char)c;
+		else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/*
+ * nginx "autoindex on; autoindex_format json;": an array of
+ * {"name", "type": "file"|"directory"|..., "mtime", "size"}. Files only,
+ * not recursive, as the local listing.
+ */
+static int
+http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
+    struct sk_error *err)
+{
+	size_t first = out->n, len = 0, i, n = strlen(url);
+	char *text = NULL, *display = NULL, *name, *full;
+	const char *type, *nm;
+	json_error_t jerr;
+	json_t *root = NULL, *e;
+	int rc;
+
+	(void)u;
+	if ((display = sk__url_redact(url)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (n == 0 || url[n - 1] != '/') {
+		rc = sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in '/'",
+		    display);
+		goto out;
+	}
+	if ((rc = sk__fetch_get(url, LIST_MAX_BYTES, &text, &len, err)) != 0)
+		goto out;
+	root = json_loadb(text, len, 0, &jerr);
+	if (root == NULL || !json_is_array(root)) {
+		rc = sk_error_set(err, SK_EFORMAT, "%s: not a JSON listing (an "
+		    "nginx folder with \"autoindex on; autoindex_format json;\""
+		    "; give a manifest or a pattern instead)", display);
+		goto out;
+	}
+	json_array_foreach(root, i, e) {
+		nm = json_string_value(json_object_get(e, "name"));
+		type = json_string_value(json_object_get(e, "type"));
+		if (nm == NULL || type == NULL || strcmp(type, "file") != 0 ||
+		    nm[0] == '.' || strchr(nm, '/') != NULL)
+			continue;
+		if ((name = escape_name(nm)) == NULL ||
+		    (full = sk__asprintf("%s%s", url, name)) == NULL) {
+			free(name);
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+			goto out;
+		}
+		free(name);
+		rc = sk_strlist_push(out, full);
+		free(full);
+		if (rc != 0) {
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
+	rc = 0;
+out:
+	json_decref(root);
+	free(text);
+	free(display);
+	return rc;
+}
+
+const struct sk__source_ops sk__source_http_ops = {
+	.name = "http",
+	.open = http_open,
+	.pread = http_pread,
+	.size = http_size,
+	.close = http_close,
+	.list = http_list,
+};
