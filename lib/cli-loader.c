@@ -108,6 +108,7 @@ cli_loader_init(struct cli_loader *l)
 {
 	memset(l, 0, sizeof *l);
 	sk_loader_config_init(&l->cfg);
+	cli_remote_init(&l->remote);
 	l->local_size = 1;
 }
 
@@ -118,6 +119,8 @@ cli_loader_set(struct cli_loader *l, const struct cli_option *o,
 	struct sk_loader_config *c = &l->cfg;
 	int i;
 
+	if (cli_remote_set(&l->remote, o, v))
+		return 1;
 	switch (o->id) {
 	case CLI_L_BATCH: c->batch = (int)v->i; break;
 	case CLI_L_EPOCH: c->epoch = (int)v->i; break;
@@ -205,6 +208,7 @@ cli_loader_finish(struct cli_loader *l, const char *source)
 	for (i = 0; i < 3; i++)
 		if (c->std[i] == 0)
 			usage_error("--std: a component is 0");
+	cli_remote_finish(&l->remote);
 }
 
 const char *

@@ -261,6 +261,39 @@ enum {
 /* The sections: what is streamed and how it is shuffled and batched; the
  * pipeline's threads and memory; the augmentation; the output's pixels;
  * where the process sits among ranks. */
+/*
+ * The fetch engine's options (http(s) sources), one group every tool that
+ * reads remote data lists: cli_remote_set() takes its ids, and
+ * cli_remote_finish() applies them and starts the run's counters.
+ */
+enum {
+	CLI_REMOTE_FIRST = 1100,
+	CLI_R_CONNECTIONS = CLI_REMOTE_FIRST, CLI_R_PARTS, CLI_R_PART_SIZE,
+	CLI_R_CONNECT_TIMEOUT, CLI_R_STALL_TIMEOUT, CLI_R_RETRY_TIME,
+	CLI_R_ATTEMPTS, CLI_R_CA_FILE,
+	CLI_REMOTE_LAST
+};
+
+extern const struct cli_option cli_remote_opts[];
+
+struct cli_remote {
+	struct sk_fetch_config cfg;
+	struct sk_fetch_stats start;
+};
+
+void cli_remote_init(struct cli_remote *r);
+int cli_remote_set(struct cli_remote *r, const struct cli_option *o,
+    const struct cli_value *v);
+void cli_remote_finish(struct cli_remote *r);
+/* The counters since cli_remote_finish(). */
+void cli_remote_stats(const struct cli_remote *r, struct sk_fetch_stats *st);
+/* KEY: {bytes, requests, retries, retries_by_cause, resumes,
+ * refetched_bytes, failures, mean_ttfb_seconds, network_wait_seconds}. */
+void cli_json_remote(struct cli_json *j, const char *key,
+    const struct sk_fetch_stats *st);
+/* Two lines, or nothing when no request was made. */
+void cli_print_remote(FILE *f, const struct sk_fetch_stats *st);
+
 extern const struct cli_option cli_loader_data[];
 extern const struct cli_option cli_loader_pipeline[];
 extern const struct cli_option cli_loader_augment[];
@@ -269,6 +302,7 @@ extern const struct cli_option cli_loader_ranks[];
 
 struct cli_loader {
 	struct sk_loader_config cfg;
+	struct cli_remote remote;	/* the cli_remote_opts group */
 	int rank_set, world_set, workers_set, local_size;
 	int launcher;		/* 1: rank and world came from mpirun/srun */
 };
@@ -286,6 +320,7 @@ int cli_loader_set(struct cli_loader *l, const struct cli_option *o,
 void cli_loader_finish(struct cli_loader *l, const char *source);
 
 /* The names the options take, for --json and messages. */
+
 const char *cli_crop_name(enum sk_crop c);
 const char *cli_dtype_name(enum sk_dtype d);
 const char *cli_layout_name(enum sk_layout l);

@@ -36,7 +36,9 @@ struct part {
 	struct sk__stream *s;
 	CURL *easy;
 	struct curl_slist *hdrs;
-	struct part *next;	/* in one engine list */
+	struct part *next;	/* in the adds or the waiting list */
+	struct part *cnext;	/* in the cancels list: a part may be queued
+				 * there while still in adds */
 	uint64_t off, len;	/* the object's bytes [off, off + len) */
 	uint8_t *buf;
 	size_t cap;		/* bytes buf holds */
@@ -380,11 +382,16 @@ part_free(struct part *p)
 /* Hand parts to the engine: queue them and wake it. The caller holds
  * p->s->mu. */
 static void
-engine_queue(struct part **list, struct part *p)
+engine_queue(struct part *p, int cancel)
 {
 	pthread_mutex_lock(&eng.mu);
-	p->next = *list;
-	*list = p;
+	if (cancel) {
+		p->cnext = eng.cancels;
+		eng.cancels = p;
+	} else {
+		p->next = eng.adds;
+		eng.adds = p;
+	}
 	pthread_mutex_unlock(&eng.mu);
 	curl_multi_wakeup(eng.multi);
 }
@@ -938,7 +945,7 @@ engine_main(void *arg)
 				hand_back(p, P_FAILED);
 		}
 		for (p = cancels; p != NULL; p = next) {
-			next = p->next;
+			next = p->cnext;
 			s = p->s;
 			if (p->state == P_WAITING)
 				unlink_waiting(p);
@@ -1020,7 +1027,7 @@ submit(struct sk__stream *s, struct part *p)
 	p->engine = 1;
 	p->state = P_QUEUED;
 	s->inflight++;
-	engine_queue(&eng.adds, p);
+	engine_queue(p, 0);
 }
 
 /* Let go of p. Caller holds s->mu. */
@@ -1030,7 +1037,7 @@ drop(struct sk__stream *s, struct part *p)
 	(void)s;
 	if (p->engine) {
 		p->cancel = 1;
-		engine_queue(&eng.cancels, p);
+		engine_queue(p, 1);
 	} else
 		part_free(p);
 }

@@ -32,7 +32,13 @@ struct sk_tar_reader {
 	uint64_t data_read;	/* of the current member, so far */
 	uint64_t data_size;	/* of the current member, as its header says */
 	uint64_t skipped;
+	int src_rc;		/* the source's failure: not the tar's damage */
 };
+
+/* A read that failed in the source (the network, after its retries) is
+ * the source's error, not damage in the shard: say so with its code. */
+#define SOURCE_FAILED(r) ((r)->src_rc != 0 ? sk__fatal(&(r)->h, (r)->src_rc, \
+    "%s", sk_errmsg((r)->src)) : 0)
 
 static la_ssize_t
 read_cb(struct archive *a, void *arg, const void **out)
@@ -42,6 +48,7 @@ read_cb(struct archive *a, void *arg, const void **out)
 
 	got = sk_source_read(r->src, r->buf, READ_BUF);
 	if (got < 0) {
+		r->src_rc = (int)got;
 		archive_set_error(a, -1, "%s", sk_errmsg(r->src));
 		return -1;
 	}
@@ -121,6 +128,8 @@ open_failed(struct sk_tar_reader *r)
 	int64_t got;
 	size_t i;
 
+	if (r->src_rc != 0)
+		return SOURCE_FAILED(r);
 	got = sk_source_pread(r->src, head, sizeof head, 0);
 	for (i = 0; got > 0 && i < sizeof magics / sizeof magics[0]; i++) {
 		if ((size_t)got < magics[i].len ||
@@ -212,6 +221,8 @@ header_damage(struct sk_tar_reader *r)
 {
 	uint64_t size;
 
+	if (r->src_rc != 0)
+		return SOURCE_FAILED(r);
 	if (sk_source_size(r->src, &size) == 0 && r->next_header > size)
 		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: "
 		    "truncated: the file ends inside the data of the member "
@@ -246,7 +257,7 @@ end_check(struct sk_tar_reader *r)
 	for (off = r->next_header; off < size; off += (uint64_t)got) {
 		got = sk_source_pread(r->src, r->buf, READ_BUF, off);
 		if (got <= 0)
-			return got < 0 ? sk__fatal(&r->h, SK_EIO, "%s",
+			return got < 0 ? sk__fatal(&r->h, (int)got, "%s",
 			    sk_errmsg(r->src)) : 0;
 		for (i = 0; i < got; i++)
 			if (r->buf[i] != 0)
@@ -347,6 +358,8 @@ sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n)
 	if ((rc = sk__check(&r->h, SK__MAGIC_TAR_READER, __func__)) != 0)
 		return rc;
 	got = archive_read_data(r->a, buf, n);
+	if (got < 0 && r->src_rc != 0)
+		return SOURCE_FAILED(r);
 	if (got < 0)
 		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
 		    r->src->url,

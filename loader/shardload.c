@@ -70,7 +70,8 @@ static const struct cli_option keys_opts[] = {
 	{ "pipeline", cli_loader_pipeline }, \
 	{ "augmentation", cli_loader_augment }, \
 	{ "output", cli_loader_output }, \
-	{ "ranks and position", cli_loader_ranks }
+	{ "ranks and position", cli_loader_ranks }, \
+	{ "remote (http, https)", cli_remote_opts }
 
 static const struct cli_group bench_groups[] = {
 	LOADER_GROUPS, { "bench", bench_opts }, { NULL, NULL }
@@ -203,9 +204,12 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 	const char *reasons[SK_SKIP_NREASONS];
 	double share;
 	const char *bound = bound_stage(st, r->wall, c->decode, &share);
+	const struct sk_fetch_config *fc = &o->l.remote.cfg;
+	struct sk_fetch_stats rs;
 	struct cli_json *j;
 	int i;
 
+	cli_remote_stats(&o->l.remote, &rs);
 	for (i = 0; i < SK_SKIP_NREASONS; i++)
 		reasons[i] = sk_skip_reason_name(i);
 	j = cli_json_open(o->json);
@@ -235,6 +239,11 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 		cli_json_int(j, "limit_batches", o->limit);
 	else
 		cli_json_null(j, "limit_batches");
+	cli_json_int(j, "connections", fc->connections);
+	cli_json_int(j, "parts", fc->parts);
+	cli_json_uint(j, "part_size", fc->part_size);
+	cli_json_real(j, "stall_timeout_seconds", fc->stall_timeout);
+	cli_json_real(j, "retry_time_seconds", fc->retry_time);
 	cli_json_end(j);
 
 	cli_json_object(j, "result");
@@ -267,6 +276,7 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 	cli_json_end(j);
 	cli_json_uint(j, "memory_bound_bytes", st->memory_bound);
 	cli_json_uint(j, "peak_rss_bytes", peak_rss);
+	cli_json_remote(j, "remote", &rs);
 	cli_json_end(j);
 	cli_json_close(j);
 }
@@ -351,6 +361,7 @@ cmd_bench(const struct opts *o)
 		double share;
 		const char *bound = bound_stage(&st, r.wall, o->l.cfg.decode,
 		    &share);
+		struct sk_fetch_stats rs;
 
 		printf("%" PRIu64 " samples in %" PRId64 " batches, %.3f s: "
 		    "%.1f images/s, %.1f MB/s\n", r.samples, r.batches,
@@ -380,6 +391,8 @@ cmd_bench(const struct opts *o)
 		printf("memory: peak RSS %.1f MiB, bound by the formula %.1f "
 		    "MiB\n", (double)peak_rss() / 1048576.0,
 		    (double)st.memory_bound / 1048576.0);
+		cli_remote_stats(&o->l.remote, &rs);
+		cli_print_remote(stdout, &rs);
 	}
 	sk_loader_close(l);
 	return 0;

@@ -11,7 +11,9 @@
 
 static int cmd_cat_exec(int, char **);
 
-static const struct cli_group cat_groups[] = { { NULL, NULL } };
+static const struct cli_group cat_groups[] = {
+	SHARDS_REMOTE_GROUP, { NULL, NULL }
+};
 
 const struct cli_command cmd_cat_entry = {
 	.name = "cat",
@@ -120,7 +122,7 @@ cmd_cat_exec(int argc, char **argv)
 	int failed = 0, found = 0, optind;
 	size_t i;
 
-	optind = cli_parse(&cmd_cat_entry, argc, argv, NULL, NULL);
+	optind = shards_parse(&cmd_cat_entry, argc, argv, NULL, NULL);
 	shards_expand(1, argv + optind, &shards);
 	for (i = 0; i < shards.n && !found; i++) {
 		if (cat_shard(shards.v[i].url, argv[optind + 1], &found) < 0)

@@ -28,7 +28,7 @@ static const struct cli_option extract_options[] = {
 	OPT_END
 };
 static const struct cli_group extract_groups[] = {
-	{ "extract", extract_options }, { NULL, NULL }
+	{ "extract", extract_options }, SHARDS_REMOTE_GROUP, { NULL, NULL }
 };
 
 static void
@@ -309,7 +309,7 @@ cmd_extract_exec(int argc, char **argv)
 	size_t i;
 	int first;
 
-	first = cli_parse(&cmd_extract_entry, argc, argv, extract_set, &dir);
+	first = shards_parse(&cmd_extract_entry, argc, argv, extract_set, &dir);
 	x.verbose = cli_verbose > 0;
 	if (dir == NULL)
 		usage_error("no folder given with -C");

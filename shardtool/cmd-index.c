@@ -26,7 +26,7 @@ static const struct cli_option index_options[] = {
 	OPT_END
 };
 static const struct cli_group index_groups[] = {
-	{ "index", index_options }, { NULL, NULL }
+	{ "index", index_options }, SHARDS_REMOTE_GROUP, { NULL, NULL }
 };
 
 struct index_opts {
@@ -372,7 +372,7 @@ cmd_index_exec(int argc, char **argv)
 	int dali, failed = 0, first;
 	size_t i;
 
-	first = cli_parse(&cmd_index_entry, argc, argv, index_set, &o);
+	first = shards_parse(&cmd_index_entry, argc, argv, index_set, &o);
 	dali = o.dali;
 	out = o.out;
 	shards_expand(argc - first, argv + first, &shards);

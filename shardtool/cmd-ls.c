@@ -15,7 +15,7 @@ static const struct cli_option ls_options[] = {
 	OPT_END
 };
 static const struct cli_group ls_groups[] = {
-	{ "ls", ls_options }, { NULL, NULL }
+	{ "ls", ls_options }, SHARDS_REMOTE_GROUP, { NULL, NULL }
 };
 
 const struct cli_command cmd_ls_entry = {
@@ -93,7 +93,7 @@ cmd_ls_exec(int argc, char **argv)
 	int long_format = 0, failed = 0, optind;
 	size_t i;
 
-	optind = cli_parse(&cmd_ls_entry, argc, argv, set_flag, &long_format);
+	optind = shards_parse(&cmd_ls_entry, argc, argv, set_flag, &long_format);
 	shards_expand(argc - optind, argv + optind, &shards);
 	for (i = 0; i < shards.n; i++) {
 		if (shards.n > 1)

@@ -30,7 +30,7 @@ static const struct cli_option verify_options[] = {
 	OPT_END
 };
 static const struct cli_group verify_groups[] = {
-	{ "verify", verify_options }, { NULL, NULL }
+	{ "verify", verify_options }, SHARDS_REMOTE_GROUP, { NULL, NULL }
 };
 
 const struct cli_command cmd_verify_entry = {
@@ -468,7 +468,7 @@ cmd_verify_exec(int argc, char **argv)
 	size_t i;
 	int first;
 
-	first = cli_parse(&cmd_verify_entry, argc, argv, verify_set, &o);
+	first = shards_parse(&cmd_verify_entry, argc, argv, verify_set, &o);
 	shards_expand(argc - first, argv + first, &shards);
 	for (i = 0; i < shards.n; i++) {
 		/* --classes wins over what a manifest names. */

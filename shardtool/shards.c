@@ -13,7 +13,76 @@
 #include "shards.h"
 
 /* ------------------------------------------------------------------------ */
+/* options                                                                  */
+
+static struct cli_remote remote;
+static cli_setter inner_set;
+static void *inner_ctx;
+
+static void
+remote_set(void *ctx, const struct cli_option *o, const struct cli_value *v)
+{
+	if (cli_remote_set(&remote, o, v))
+		return;
+	if (inner_set != NULL)
+		inner_set(ctx, o, v);
+}
+
+int
+shards_parse(const struct cli_command *cmd, int argc, char **argv,
+    cli_setter set, void *ctx)
+{
+	int first;
+
+	cli_remote_init(&remote);
+	inner_set = set;
+	inner_ctx = ctx;
+	first = cli_parse(cmd, argc, argv, remote_set, ctx);
+	cli_remote_finish(&remote);
+	return first;
+}
+
+/* ------------------------------------------------------------------------ */
 /* shard lists                                                              */
+
+static void push_shard(struct shard_list *l, char *url,
+    const struct sk_manifest_shard *expect, size_t nclasses);
+
+/* Tar shards by name, as pack writes them and webdataset reads them. */
+static int
+is_tar_name(const char *url)
+{
+	static const char *const exts[] = { ".tar", ".tar.gz", ".tgz",
+	    ".tar.zst" };
+	size_t len = strlen(url), i, n;
+
+	for (i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+		n = strlen(exts[i]);
+		if (len > n && strcmp(url + len - n, exts[i]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* A folder argument: its tar files, sorted. */
+static void
+push_folder(struct shard_list *out, const char *url)
+{
+	struct sk_strlist l = { 0 };
+	struct sk_error err;
+	size_t i, n = 0;
+
+	if (sk_source_list(url, &l, &err) != 0)
+		die("%s", err.msg);
+	for (i = 0; i < l.n; i++)
+		if (is_tar_name(l.v[i])) {
+			push_shard(out, xstrdup(l.v[i]), NULL, 0);
+			n++;
+		}
+	sk_strlist_free(&l);
+	if (n == 0)
+		die("%s: no .tar files in this folder", url);
+}
 
 static int
 is_manifest(const char *url)
@@ -48,6 +117,11 @@ shards_expand(int argc, char **argv, struct shard_list *out)
 		usage_error("no URL given");
 	expand_args(argc, argv, &urls);
 	for (i = 0; i < urls.n; i++) {
+		if (urls.v[i][0] != '\0' &&
+		    urls.v[i][strlen(urls.v[i]) - 1] == '/') {
+			push_folder(out, urls.v[i]);
+			continue;
+		}
 		if (!is_manifest(urls.v[i])) {
 			push_shard(out, xstrdup(urls.v[i]), NULL, 0);
 			continue;

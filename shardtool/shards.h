@@ -12,6 +12,20 @@
 #include "shardtool.h"
 
 /* ------------------------------------------------------------------------ */
+/* options                                                                  */
+
+/* The "remote (http, https)" group every reading command lists. */
+#define SHARDS_REMOTE_GROUP { "remote (http, https)", cli_remote_opts }
+
+/*
+ * cli_parse() for a command that reads shards: the remote options go to
+ * the fetch engine, the rest to set (which may be NULL), and the engine is
+ * configured before any URL is read.
+ */
+int shards_parse(const struct cli_command *cmd, int argc, char **argv,
+    cli_setter set, void *ctx);
+
+/* ------------------------------------------------------------------------ */
 /* shard lists                                                              */
 
 struct shard {
@@ -32,7 +46,8 @@ struct shard_list {
 /*
  * Expand URL arguments (brace patterns, "::" lists) into shards. An
  * argument ending in ".json" is a manifest: its shards, resolved against
- * its folder, take its place. No argument is a usage error, a manifest
+ * its folder, take its place; one ending in '/' is a folder (local, or an
+ * http(s) JSON autoindex) whose tar files take its place. No argument is a usage error, a manifest
  * that cannot be read a run-time one.
  */
 void shards_expand(int argc, char **argv, struct shard_list *out);

@@ -165,6 +165,15 @@ verdict_decide(struct run_result *res, const struct train_config *cfg)
 			snprintf(res->hint, sizeof res->hint, "the data is "
 			    "capped by --throttle %s img/s: raise it or drop "
 			    "it", th);
+		else if (res->remote.requests > 0 &&
+		    strcmp(res->bound_stage, "io") == 0)
+			/* Remote shards: the I/O threads wait on the link. */
+			snprintf(res->hint, sizeof res->hint, "the network: "
+			    "the I/O threads waited %.1f s for bytes (%llu "
+			    "retries); more --parts, --io-streams or "
+			    "--connections, or the shards closer",
+			    res->remote.wait_seconds, (unsigned long long)
+			    res->remote.retries);
 		else
 			snprintf(res->hint, sizeof res->hint, "%s",
 			    input_knobs(res->bound_stage));
@@ -440,6 +449,7 @@ result_json(struct cli_json *j, const struct run_result *res)
 	    res->cost_per_epoch >= 0);
 	jnum(j, "first_loss", res->first_loss, 1);
 	jnum(j, "last_loss", res->last_loss, 1);
+	cli_json_remote(j, "remote", &res->remote);
 	cli_json_str(j, "verdict", verdict_name(res->verdict));
 	cli_json_str(j, "bound_stage", res->bound_stage[0] != '\0' ?
 	    res->bound_stage : NULL);

@@ -61,6 +61,7 @@ struct data {
 	int rank, world, local;		/* local batch */
 	int synthetic;
 	sk_loader *l;
+	struct sk_fetch_stats fetch0;	/* the fetch engine's counters at open */
 	struct sk_batch b;
 	int holding;
 	int classes;
@@ -154,6 +155,7 @@ data_open(struct data *d, const struct train_config *cfg, int rank, int world,
 	lc.image_size = cfg->model.image_size;
 	lc.dtype = SK_DTYPE_F32;
 	lc.layout = SK_LAYOUT_NCHW;
+	sk_fetch_stats(&d->fetch0);
 	rc = sk_loader_open(&d->l, &lc);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", cfg->data,
@@ -271,6 +273,12 @@ loader_summary(struct data *d, struct run_result *res)
 
 	res->skipped = st.skipped_total;
 	res->samples = st.samples;
+	{
+		struct sk_fetch_stats now;
+
+		sk_fetch_stats(&now);
+		sk_fetch_stats_sub(&res->remote, &now, &d->fetch0);
+	}
 	for (i = 0; i < SK_SKIP_NREASONS; i++)
 		res->skipped_by[i] = st.skipped[i];
 	dec = st.workers > 0 && st.wall > 0 ? st.decode_busy /
@@ -868,8 +876,9 @@ train_run(const struct train_config *cfg, struct comm *c,
 	if (cfg->profile && r->rank == 0)
 		print_profile(r, res->steps);
 	if (!r->synthetic) {
-		double v[SK_SKIP_NREASONS + 2];
-		int i;
+		double v[SK_SKIP_NREASONS + 2 + 8 + SK_RETRY_NCAUSES];
+		struct sk_fetch_stats *f = &res->remote;
+		int i, k = SK_SKIP_NREASONS + 2;
 
 		loader_summary(&d, res);
 		/* Counts below 2^53 are exact in a double. */
@@ -877,11 +886,32 @@ train_run(const struct train_config *cfg, struct comm *c,
 		v[1] = (double)res->samples;
 		for (i = 0; i < SK_SKIP_NREASONS; i++)
 			v[2 + i] = (double)res->skipped_by[i];
-		comm_sum_double(c, v, SK_SKIP_NREASONS + 2);
+		/* The fetch engine's counters, all ranks added up. */
+		v[k + 0] = (double)f->bytes;
+		v[k + 1] = (double)f->requests;
+		v[k + 2] = (double)f->retries;
+		v[k + 3] = (double)f->resumes;
+		v[k + 4] = (double)f->refetched_bytes;
+		v[k + 5] = (double)f->failures;
+		v[k + 6] = f->ttfb_seconds;
+		v[k + 7] = (double)f->ttfb_count;
+		for (i = 0; i < SK_RETRY_NCAUSES; i++)
+			v[k + 8 + i] = (double)f->retries_by_cause[i];
+		comm_sum_double(c, v, k + 8 + SK_RETRY_NCAUSES);
 		res->skipped = (uint64_t)v[0];
 		res->samples = (uint64_t)v[1];
 		for (i = 0; i < SK_SKIP_NREASONS; i++)
 			res->skipped_by[i] = (uint64_t)v[2 + i];
+		f->bytes = (uint64_t)v[k + 0];
+		f->requests = (uint64_t)v[k + 1];
+		f->retries = (uint64_t)v[k + 2];
+		f->resumes = (uint64_t)v[k + 3];
+		f->refetched_bytes = (uint64_t)v[k + 4];
+		f->failures = (uint64_t)v[k + 5];
+		f->ttfb_seconds = v[k + 6];
+		f->ttfb_count = (uint64_t)v[k + 7];
+		for (i = 0; i < SK_RETRY_NCAUSES; i++)
+			f->retries_by_cause[i] = (uint64_t)v[k + 8 + i];
 	}
 	data_close(&d);
 

@@ -89,6 +89,10 @@ struct run_result {
 	uint64_t skipped;		/* samples the loader skipped */
 	uint64_t skipped_by[SK_SKIP_NREASONS];	/* by reason, all ranks */
 	uint64_t samples;		/* the loader delivered, all ranks */
+	/* http(s) sources: the fetch engine's counters over the run, all
+	 * ranks added up but wait_seconds (this rank's: the time the
+	 * loader's I/O threads were blocked on the network) */
+	struct sk_fetch_stats remote;
 	enum verdict verdict;
 	char bound_stage[32];		/* the loader's slowest stage, or "" */
 	char reason[256];		/* the evidence, one line */
