@@ -39,6 +39,7 @@ struct part {
 	struct part *next;	/* in the adds or the waiting list */
 	struct part *cnext;	/* in the cancels list: a part may be queued
 				 * there while still in adds */
+	struct part *rnext;	/* in the running list, engine thread only */
 	uint64_t off, len;	/* the object's bytes [off, off + len) */
 	uint8_t *buf;
 	size_t cap;		/* bytes buf holds */
@@ -51,6 +52,9 @@ struct part {
 	/* the current attempt, engine thread only */
 	int attempts;
 	uint64_t t_first, due;	/* ns: first attempt, next retry */
+	uint64_t last_byte;	/* ns: the response's latest byte, 0 before
+				 * its first */
+	int stalled;		/* the engine cut it for want of bytes */
 	long status;		/* of the current response */
 	int checked;		/* the response's head was judged */
 	uint64_t discard;	/* leading bytes to drop (Range ignored) */
@@ -88,6 +92,7 @@ struct engine {
 	CURLSH *share;
 	struct part *adds, *cancels;
 	struct part *waiting;	/* engine thread only */
+	struct part *running;	/* in the multi handle, engine thread only */
 	int stop, started, cfg_changed;
 	struct sk_fetch_config cfg;
 	char *ca_file;
@@ -416,6 +421,7 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 	size_t len = size * n, k, v;
 	char *end;
 
+	p->last_byte = now_ns();
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		p->etag[0] = p->lastmod[0] = p->crange[0] = '\0';
 		p->clength = -1;
@@ -560,6 +566,7 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 
 	if (p->cancel)
 		return 0;
+	p->last_byte = now_ns();
 	if (!p->checked) {
 		curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
 		p->checked = 1;
@@ -644,6 +651,8 @@ start_attempt(struct part *p)
 	p->status = 0;
 	p->checked = 0;
 	p->discard = 0;
+	p->last_byte = 0;
+	p->stalled = 0;
 	p->clength = -1;
 	p->retry_after = -1;
 	p->curlerr[0] = '\0';
@@ -668,7 +677,12 @@ start_attempt(struct part *p)
 	pthread_mutex_lock(&eng.mu);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 	    (long)(eng.cfg.connect_timeout * 1000));
-	/* The stall timeout: no byte at all for that long. */
+	/*
+	 * The stall timeout. Before the response, curl's low-speed check
+	 * (below 1 byte/s for that long) is exact; once bytes flowed, its
+	 * average over the last seconds stays above 1 byte/s for a while,
+	 * so the engine itself cuts a response silent for that long.
+	 */
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
 	    (long)(eng.cfg.stall_timeout + 0.999));
@@ -705,8 +719,12 @@ start_attempt(struct part *p)
 	p->attempts++;
 	ADD(requests, 1);
 	set_state(p, P_RUNNING);
+	p->rnext = eng.running;
+	eng.running = p;
 	curl_multi_add_handle(eng.multi, e);
 }
+
+static void unlink_running(struct part *p);
 
 /* The part is the reader's again (DONE or FAILED). */
 static void
@@ -714,6 +732,7 @@ hand_back(struct part *p, int state)
 {
 	struct sk__stream *s = p->s;
 
+	unlink_running(p);
 	if (p->easy != NULL) {
 		curl_multi_remove_handle(eng.multi, p->easy);
 		curl_easy_cleanup(p->easy);
@@ -838,6 +857,11 @@ finish(struct part *p, CURLcode cc)
 			fail_part(p, SK_EIO, "%s: HTTP %ld", s->display,
 			    p->status);
 		}
+	} else if (p->stalled) {
+		retry = 1;
+		cause = SK_RETRY_STALL;
+		snprintf(why, sizeof why, "no byte for %.0f s after %" PRIu64
+		    " of %" PRIu64, eng.cfg.stall_timeout, p->have, p->len);
 	} else if (retryable_curl(cc, &cause)) {
 		retry = 1;
 		snprintf(why, sizeof why, "%s", p->curlerr[0] ? p->curlerr :
@@ -889,6 +913,7 @@ finish(struct part *p, CURLcode cc)
 		ADD(resumes, 1);
 	sk_log(SK_LOG_INFO, "%s: %s; retry %d at byte %" PRIu64 " in %.2f s",
 	    s->display, why, p->attempts, p->off + p->have, delay);
+	unlink_running(p);
 	curl_multi_remove_handle(eng.multi, p->easy);
 	set_state(p, P_WAITING);
 	p->due = now_ns() + (uint64_t)(delay * 1e9);
@@ -906,6 +931,38 @@ unlink_waiting(struct part *p)
 			*pp = p->next;
 			return;
 		}
+}
+
+static void
+unlink_running(struct part *p)
+{
+	struct part **pp;
+
+	for (pp = &eng.running; *pp != NULL; pp = &(*pp)->rnext)
+		if (*pp == p) {
+			*pp = p->rnext;
+			return;
+		}
+}
+
+/* Cut the responses that went silent; finish() retries them. */
+static void
+check_stalls(uint64_t now)
+{
+	struct part *p, *next;
+	uint64_t limit;
+
+	pthread_mutex_lock(&eng.mu);
+	limit = (uint64_t)(eng.cfg.stall_timeout * 1e9);
+	pthread_mutex_unlock(&eng.mu);
+	for (p = eng.running; p != NULL; p = next) {
+		next = p->rnext;
+		if (p->last_byte == 0 || p->cancel || now - p->last_byte < limit)
+			continue;
+		p->stalled = 1;
+		unlink_running(p);
+		finish(p, CURLE_OPERATION_TIMEDOUT);
+	}
 }
 
 static void *
@@ -951,6 +1008,7 @@ engine_main(void *arg)
 				unlink_waiting(p);
 			else if (p->easy != NULL)
 				curl_multi_remove_handle(eng.multi, p->easy);
+			unlink_running(p);
 			part_free(p);
 			pthread_mutex_lock(&s->mu);
 			s->inflight--;
@@ -984,13 +1042,15 @@ engine_main(void *arg)
 			if (p != NULL)
 				finish(p, msg->data.result);
 		}
-		timeout = 1000;
+		check_stalls(now_ns());
+		/* Wake at least 4 times a second to look for stalls. */
+		timeout = 250;
 		if (soonest != UINT64_MAX) {
 			now = now_ns();
 			timeout = soonest <= now ? 0 :
 			    (long)((soonest - now) / 1000000 + 1);
-			if (timeout > 1000)
-				timeout = 1000;
+			if (timeout > 250)
+				timeout = 250;
 		}
 		curl_multi_poll(eng.multi, NULL, 0, (int)timeout, NULL);
 	}
