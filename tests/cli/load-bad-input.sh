@@ -142,7 +142,8 @@ sl_rc 1 truncp keys "$B/{good,trunc}.tar" --batch 1 --image-size 16 --strict
 has truncp.err "trunc.tar"
 [ ! -s "$T/truncp.out" ] || fail "--strict: a damaged shard in a pattern did not fail at open"
 # Without --strict the samples before the damage count (shardkit's
-# loader.c; a sample cut by it is a damaged skip) and stream.
+# loader/io.c, count_samples; a sample cut by it is a damaged skip) and
+# stream.
 sl garbpn bench "$B/{good,garbage}.tar" --batch 1 --image-size 16 --quiet \
     --json "$T/garbpn.json"
 bench_is garbpn 8 8 0 0 0 0 0

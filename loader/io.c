@@ -1,0 +1,524 @@
+/*
+ * io.c - the fetch stage, where bytes arrive: I/O threads open each plan
+ * item's shard, read the image and label of the samples this rank
+ * delivers into their queue, check the shard against the manifest and
+ * count the bytes read. At open: the shard list and its sample counts.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+#include "loader.h"
+#include "pipeline.h"
+
+/* ------------------------------------------------------------------------ */
+/* I/O threads: shards to samples                                           */
+
+static int
+is_image_ext(const char *ext)
+{
+	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
+	    strcasecmp(ext, "png") == 0;
+}
+
+/* WebDataset .cls: the label as ASCII decimal, blanks around it allowed. */
+static int
+parse_label(const char *buf, size_t n, int32_t *out)
+{
+	char tmp[32], *end;
+	long v;
+
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+	    buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		n--;
+	while (n > 0 && (*buf == ' ' || *buf == '\t')) {
+		buf++;
+		n--;
+	}
+	if (n == 0 || n >= sizeof tmp)
+		return -1;
+	memcpy(tmp, buf, n);
+	tmp[n] = '\0';
+	errno = 0;
+	v = strtol(tmp, &end, 10);
+	if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
+		return -1;
+	*out = (int32_t)v;
+	return 0;
+}
+
+/* Add the shard bytes from start (or what was counted) to end. */
+static void
+count_bytes(sk_loader *l, uint64_t start, uint64_t *counted, uint64_t end)
+{
+	uint64_t from = start + *counted;
+
+	if (end > from) {
+		__atomic_fetch_add(&l->bytes_read, end - from,
+		    __ATOMIC_RELAXED);
+		*counted = end - start;
+	}
+}
+
+/* An item's sample: is its position one this rank delivers? */
+static int
+needed(const struct eplan *p, uint64_t pos)
+{
+	uint32_t s = p->seq_of_pos[pos];
+
+	return s >= p->lo && s < p->hi;
+}
+
+/* A sample lost with its shard: its key is unknown, so it is named by its
+ * index in the shard. */
+static struct lsample *
+placeholder(const struct eplan *p, uint64_t pos, uint64_t idx,
+    const char *url, int why)
+{
+	struct lsample *s = calloc(1, sizeof *s);
+
+	if (s == NULL)
+		return NULL;
+	s->seq = p->seq_of_pos[pos];
+	s->status = why;
+	s->url = url;
+	if ((s->key = sk__asprintf("#%" PRIu64, idx)) == NULL) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* The members the loader reads: the image and the label. */
+static int
+want_member(const char *ext, void *arg)
+{
+	(void)arg;
+	return is_image_ext(ext) || strcmp(ext, "cls") == 0;
+}
+
+/* Move a read sample's image and label into cur; set its status. */
+static void
+take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
+{
+	struct sk_sample_member *m;
+	size_t i;
+
+	cur->bytes = s->bytes;
+	if (s->too_big) {
+		cur->status = SK_SKIP_TOO_BIG;
+		return;
+	}
+	for (i = 0; i < s->n; i++) {
+		m = &s->m[i];
+		if (m->data == NULL)
+			continue;
+		if (cur->img == NULL && is_image_ext(m->ext)) {
+			/* The reader's buffer becomes the sample's. */
+			cur->img = m->data;
+			cur->img_len = (size_t)m->size;
+			m->data = NULL;
+			sk__atomic_max(&l->max_sample, m->size);
+		} else if (cur->label < 0 && strcmp(m->ext, "cls") == 0 &&
+		    parse_label((const char *)m->data, (size_t)m->size,
+		    &cur->label) != 0)
+			cur->label = -1;
+	}
+	if (cur->img == NULL)
+		cur->status = SK_SKIP_NO_IMAGE;
+	else if (cur->label < 0)
+		cur->status = SK_SKIP_NO_LABEL;
+	/* Whole as far as the loader goes, a sample before damage is good;
+	 * one missing a member may have lost it to the damage. */
+	if (s->cut && cur->status != SAMPLE_OK) {
+		free(cur->img);
+		cur->img = NULL;
+		cur->img_len = 0;
+		cur->status = SK_SKIP_DAMAGED;
+	}
+}
+
+/* Count sh as a shard that disagrees with the manifest, once; 1 the first
+ * time. */
+static int
+mark_mismatch(sk_loader *l, struct shardinfo *sh)
+{
+	if (__atomic_exchange_n(&sh->mismatch, 1, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_fetch_add(&l->mismatched, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/*
+ * Manifest truth, checked once per shard by the rank that reads its first
+ * sample: a size other than the manifest's means the manifest is stale,
+ * and its sample count (which fixed the plan) may be wrong too.
+ */
+static void
+check_filesize(sk_loader *l, const struct item *it, sk_source *src)
+{
+	struct shardinfo *sh = &l->shards[it->shard];
+	char msg[SK_ERRMSG_MAX];
+	uint64_t size;
+
+	if (it->first != 0 || sh->filesize == 0 ||
+	    sk_source_size(src, &size) != 0 || size == sh->filesize ||
+	    !mark_mismatch(l, sh))
+		return;
+	if (size < sh->filesize)
+		snprintf(msg, sizeof msg, "%s: offset %" PRIu64 ": the file "
+		    "ends here, but the manifest says it has %" PRIu64
+		    " bytes (a truncated shard, or a stale manifest)", sh->url,
+		    size, sh->filesize);
+	else
+		snprintf(msg, sizeof msg, "%s: %" PRIu64 " bytes, but the "
+		    "manifest says %" PRIu64 " (a stale manifest)", sh->url,
+		    size, sh->filesize);
+	if (l->cfg.strict)
+		sk__loader_fail(l, SK_EFORMAT, "%s", msg);
+	else
+		sk_log(SK_LOG_WARN, "%s; samples are read as the manifest "
+		    "plans them, extra or missing ones are counted", msg);
+}
+
+/*
+ * Past the manifest's last sample of a shard: count what else is there.
+ * Those samples are in no plan, so they are never delivered; they are
+ * counted as unplanned, and the shard as one the manifest gets wrong.
+ */
+static void
+count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
+    struct sk_sample *s)
+{
+	struct shardinfo *sh = &l->shards[it->shard];
+	uint64_t extra = 0;
+	int rc;
+
+	/* Once per shard, not once per epoch. */
+	if (__atomic_exchange_n(&sh->tail_read, 1, __ATOMIC_RELAXED))
+		return;
+	while (!sk__stopping(l) && (rc = sk_sample_reader_next(r, s, NULL,
+	    NULL)) > 0)
+		extra++;
+	if (sk__stopping(l))
+		return;
+	if (rc < 0 && l->cfg.strict) {
+		sk__loader_fail(l, rc, "%s; after the %" PRIu64 " samples the "
+		    "manifest counts", sk_errmsg(r), sh->nsamples);
+		return;
+	}
+	if (rc < 0)
+		sk_log(SK_LOG_WARN, "%s; after the %" PRIu64 " samples the "
+		    "manifest counts", sk_errmsg(r), sh->nsamples);
+	if (extra == 0)
+		return;
+	__atomic_fetch_add(&l->unplanned, extra, __ATOMIC_RELAXED);
+	mark_mismatch(l, sh);
+	if (l->cfg.strict) {
+		sk__loader_fail(l, SK_EFORMAT, "%s: %" PRIu64 " samples after "
+		    "the %" PRIu64 " the manifest counts: the manifest is "
+		    "stale", sh->url, extra, sh->nsamples);
+		return;
+	}
+	sk_log(SK_LOG_WARN, "%s: %" PRIu64 " samples after the %" PRIu64
+	    " the manifest counts: the manifest is stale; they are not "
+	    "delivered (counted as unplanned)", sh->url, extra, sh->nsamples);
+}
+
+/*
+ * Stream one plan item: skip to its first sample, read the image and label
+ * of each needed sample (other members and unneeded samples are skipped,
+ * which is a seek on a file), then push an end marker. A shard that fails
+ * or ends early turns its remaining needed samples into placeholders that
+ * count as damaged; with strict it fails the loader. The item that ends a
+ * shard also counts samples past the manifest's count.
+ */
+static void
+io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
+    const struct item *it)
+{
+	const char *url = l->shards[it->shard].url;
+	const uint64_t last = it->first + it->count;
+	sk_source *src = NULL;
+	sk_sample_reader *r = NULL;
+	struct sk_sample_reader_opts ropts;
+	struct sk_sample smp;
+	struct lsample *cur = NULL, *s;
+	char errbuf[SK_ERRMSG_MAX];
+	uint64_t idx = 0, pos = 0, start_off = 0, end_off = 0, counted = 0, t0;
+	int rc, have_start = 0;
+
+	memset(&smp, 0, sizeof smp);
+	t0 = sk__now_ns();
+	errbuf[0] = '\0';
+	if ((rc = sk_source_open(&src, url)) != 0) {
+		/* A missing shard is an error, never a skip. */
+		snprintf(errbuf, sizeof errbuf, "%s", src != NULL ?
+		    sk_errmsg(src) : "out of memory");
+		sk_source_close(src);
+		goto fatal;
+	}
+	check_filesize(l, it, src);
+	ropts.tar_flags = 0;
+	ropts.max_sample_bytes = l->cfg.max_sample_bytes;
+	ropts.max_members = 0;
+	rc = sk_sample_reader_open(&r, src, &ropts);
+	src = NULL;		/* the reader owns it now */
+	if (rc != 0)
+		goto damaged;
+
+	for (idx = 0; idx < last; idx++) {
+		if (sk__stopping(l))
+			goto out;
+		/* Samples before the item's first, and those this rank does
+		 * not deliver, pass without reading data. */
+		if (idx >= it->first) {
+			pos = it->base + (idx - it->first);
+			if (needed(p, pos)) {
+				if ((cur = calloc(1, sizeof *cur)) == NULL)
+					goto nomem;
+				cur->seq = p->seq_of_pos[pos];
+				cur->status = SAMPLE_OK;
+				cur->url = url;
+				cur->label = -1;
+			}
+		}
+		rc = sk_sample_reader_next(r, &smp, cur != NULL ?
+		    want_member : NULL, NULL);
+		if (rc < 0)
+			goto damaged;
+		if (rc == 0) {
+			/* The shard ended early: the tail reports it. */
+			sk__lsample_free(cur);
+			cur = NULL;
+			break;
+		}
+		if (!have_start) {
+			start_off = smp.offset;
+			have_start = 1;
+		}
+		end_off = smp.end;
+		if (cur == NULL)
+			continue;
+		/* The reader's key becomes the sample's. */
+		cur->key = smp.key;
+		smp.key = NULL;
+		take_sample(l, cur, &smp);
+		/* Count the bytes before the sample can reach a batch, so
+		 * stats taken then include them. */
+		count_bytes(l, start_off, &counted, end_off);
+		sk__add_ns(&l->t_io_busy, t0);
+		sk__squeue_push(l, q, cur);
+		t0 = sk__now_ns();
+		cur = NULL;
+	}
+	if (idx == last && last == l->shards[it->shard].nsamples)
+		count_extra(l, it, r, &smp);
+	goto out;
+
+nomem:
+	rc = SK_ENOMEM;
+	snprintf(errbuf, sizeof errbuf, "%s: out of memory at sample %" PRIu64,
+	    url, idx);
+	goto fatal;
+damaged:
+	/* The reader's message names the URL and the offset. */
+	snprintf(errbuf, sizeof errbuf, "%s", r != NULL ? sk_errmsg(r) :
+	    "out of memory");
+	if (l->cfg.strict)
+		goto fatal;
+	sk_log(SK_LOG_WARN, "%s; the rest of this shard is skipped", errbuf);
+	goto out;
+fatal:
+	sk__lsample_free(cur);
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
+	sk__add_ns(&l->t_io_busy, t0);
+	sk__loader_fail(l, rc != 0 ? rc : SK_EIO, "%s", errbuf);
+	return;
+out:
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
+	/* A sample cut by damage is lost with the rest of the shard. */
+	if (cur != NULL) {
+		if (cur->key == NULL && (cur->key = sk__asprintf("#%" PRIu64,
+		    idx)) == NULL) {
+			sk__lsample_free(cur);
+			sk__loader_fail(l, SK_ENOMEM, "out of memory");
+			return;
+		}
+		cur->status = SK_SKIP_DAMAGED;
+		sk__squeue_push(l, q, cur);
+		idx++;
+	}
+	count_bytes(l, start_off, &counted, end_off);
+	if (!sk__stopping(l) && idx < last) {
+		/* A clean end before the planned count: the manifest (or the
+		 * count taken at open) is stale. */
+		if (errbuf[0] == '\0') {
+			mark_mismatch(l, &l->shards[it->shard]);
+			sk_log(SK_LOG_WARN, "%s: %" PRIu64 " samples, but the "
+			    "plan (manifest) counts more; the missing ones "
+			    "are counted as damaged", url, idx);
+		}
+		if (idx < it->first)
+			idx = it->first;
+		for (; idx < last && !sk__stopping(l); idx++) {
+			pos = it->base + (idx - it->first);
+			if (!needed(p, pos))
+				continue;
+			if ((s = placeholder(p, pos, idx, url,
+			    SK_SKIP_DAMAGED)) == NULL) {
+				sk__loader_fail(l, SK_ENOMEM, "out of memory");
+				return;
+			}
+			sk__squeue_push(l, q, s);
+		}
+	}
+	count_bytes(l, start_off, &counted, end_off);
+	sk__add_ns(&l->t_io_busy, t0);
+	if ((s = calloc(1, sizeof *s)) == NULL) {
+		sk__loader_fail(l, SK_ENOMEM, "out of memory");
+		return;
+	}
+	s->end = 1;
+	sk__squeue_push(l, q, s);
+}
+
+/* I/O thread t streams items t, t + K, t + 2K, ... of every epoch into its
+ * own queue, which the dispatcher drains in item order. */
+void *
+sk__io_main(void *arg)
+{
+	struct iothread *io = arg;
+	sk_loader *l = io->l;
+	struct eplan *p;
+	size_t i, n;
+	int e;
+
+	for (e = 0; e < l->cfg.epochs && !sk__stopping(l); e++) {
+		/* The dispatcher frees the plan once it has the end marker
+		 * of the epoch's last item: read nothing of it after that,
+		 * and its size only under the lock. */
+		if ((p = sk__get_plan(l, e, &n)) == NULL)
+			continue;
+		for (i = (size_t)io->id; i < n && !sk__stopping(l);
+		    i += (size_t)l->nio)
+			io_item(l, &l->queues[io->id], p, &p->items[i]);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* opening: the shard list and its counts                                   */
+
+/* Count a shard's samples from its headers (no data is read). */
+static int
+count_samples(sk_loader *l, const char *url, uint64_t *n)
+{
+	sk_source *src = NULL;
+	sk_sample_reader *r = NULL;
+	struct sk_sample smp;
+	int rc;
+
+	*n = 0;
+	memset(&smp, 0, sizeof smp);
+	if ((rc = sk_source_open(&src, url)) != 0) {
+		sk__fatal(&l->h, rc, "shard %s: %s", url, src != NULL ?
+		    sk_errmsg(src) : "out of memory");
+		sk_source_close(src);
+		return rc;
+	}
+	if ((rc = sk_sample_reader_open(&r, src, NULL)) != 0)
+		goto out;
+	while ((rc = sk_sample_reader_next(r, &smp, NULL, NULL)) > 0)
+		(*n)++;
+	if (rc < 0 && smp.n > 0)
+		(*n)++;		/* cut by the damage: streaming skips it */
+out:
+	/*
+	 * Damage: the samples before it are what the stream will find too
+	 * (a sample cut by it counts, as a damaged skip), so the plan holds;
+	 * only strict makes it fatal here, as it would be when streaming.
+	 */
+	if (rc < 0 && rc != SK_ENOMEM && r != NULL && !l->cfg.strict) {
+		sk_log(SK_LOG_WARN, "%s; counting %" PRIu64 " samples before "
+		    "it", sk_errmsg(r), *n);
+		rc = 0;
+	}
+	if (rc < 0)
+		sk__fatal(&l->h, rc, "%s", r != NULL ? sk_errmsg(r) :
+		    "out of memory");
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
+	return rc < 0 ? rc : 0;
+}
+
+int
+sk__load_shards(sk_loader *l)
+{
+	const struct sk_loader_config *c = &l->cfg;
+	struct sk_manifest m;
+	struct sk_strlist urls = { NULL, 0, 0 };
+	struct sk_error err;
+	size_t i;
+	int rc;
+
+	memset(&m, 0, sizeof m);
+	if (c->manifest != NULL) {
+		if ((rc = sk_manifest_read(c->manifest, &m, &err)) != 0)
+			return sk__fatal(&l->h, rc, "%s", err.msg);
+		if (m.nshards == 0) {
+			sk_manifest_free(&m);
+			return sk__fatal(&l->h, SK_EINVAL, "%s: no shards",
+			    c->manifest);
+		}
+		if ((l->shards = calloc(m.nshards, sizeof *l->shards)) ==
+		    NULL) {
+			sk_manifest_free(&m);
+			return sk__fatal(&l->h, SK_ENOMEM, "out of memory");
+		}
+		l->nshards = m.nshards;
+		for (i = 0; i < m.nshards; i++) {
+			l->shards[i].url = sk_manifest_resolve(c->manifest,
+			    m.shards[i].url);
+			l->shards[i].nsamples = m.shards[i].nsamples;
+			l->shards[i].filesize = m.shards[i].filesize;
+			if (l->shards[i].url == NULL) {
+				sk_manifest_free(&m);
+				return sk__fatal(&l->h, SK_ENOMEM, "out of "
+				    "memory");
+			}
+		}
+		sk_manifest_free(&m);
+		return 0;
+	}
+
+	/* A pattern: no counts to plan with, so read every shard's headers
+	 * once (pass the manifest to avoid it). */
+	if ((rc = sk_url_expand(c->urls, &urls, &err)) != 0)
+		return sk__fatal(&l->h, rc, "%s", err.msg);
+	if (urls.n == 0) {
+		sk_strlist_free(&urls);
+		return sk__fatal(&l->h, SK_EINVAL, "%s: no shards", c->urls);
+	}
+	if ((l->shards = calloc(urls.n, sizeof *l->shards)) == NULL) {
+		sk_strlist_free(&urls);
+		return sk__fatal(&l->h, SK_ENOMEM, "out of memory");
+	}
+	l->nshards = urls.n;
+	for (i = 0; i < urls.n; i++) {
+		l->shards[i].url = urls.v[i];
+		urls.v[i] = NULL;
+		if ((rc = count_samples(l, l->shards[i].url,
+		    &l->shards[i].nsamples)) != 0)
+			break;
+	}
+	sk_strlist_free(&urls);
+	return rc;
+}
