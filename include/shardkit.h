@@ -124,6 +124,10 @@ struct sk_url {
 };
 
 int sk_url_parse(const char *text, struct sk_url *url, struct sk_error *err);
+/* The URL as messages and --json may show it: a password and
+ * signature-like query values (X-Amz-Signature, sig, token, ...) become
+ * "***". malloc'd; NULL when out of memory. */
+char *sk_url_redact(const char *url);
 void sk_url_free(struct sk_url *url);
 const char *sk_scheme_name(enum sk_scheme scheme);
 
@@ -159,8 +163,12 @@ int sk_source_md5(const char *url, uint64_t *size, char md5[33],
     struct sk_error *err);
 
 /* The objects under a directory or prefix URL, sorted, appended to out as
- * full URLs. */
+ * full URLs. http(s): the folder's nginx JSON autoindex. */
 int sk_source_list(const char *url, struct sk_strlist *out,
+    struct sk_error *err);
+/* The same, keeping tar shards (.tar, .tar.gz, .tgz, .tar.zst); none is
+ * an error naming the folder. */
+int sk_source_list_shards(const char *url, struct sk_strlist *out,
     struct sk_error *err);
 
 /* ------------------------------------------------------------------------ */

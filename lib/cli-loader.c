@@ -168,12 +168,10 @@ cli_loader_finish(struct cli_loader *l, const char *source)
 {
 	struct sk_loader_config *c = &l->cfg;
 	char err[256];
-	size_t n;
 	int rank, world, local, i;
 
 	if (source != NULL) {
-		n = strlen(source);
-		if (n > 5 && strcasecmp(source + n - 5, ".json") == 0)
+		if (cli_is_manifest(source))
 			c->manifest = source;
 		else
 			c->urls = source;

@@ -5,7 +5,9 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -35,6 +37,33 @@ const struct cli_option cli_remote_opts[] = {
 	    "system store)", 0, 0),
 	END
 };
+
+int
+cli_is_manifest(const char *source)
+{
+	size_t n = strlen(source);
+
+	/* A signed URL's query follows the name: ".json?X-Amz-..." */
+	if (strncmp(source, "http://", 7) == 0 ||
+	    strncmp(source, "https://", 8) == 0)
+		n = strcspn(source, "?#");
+	return n > 5 && strncasecmp(source + n - 5, ".json", 5) == 0;
+}
+
+void
+cli_json_source(struct cli_json *j, const char *key, const char *source)
+{
+	char *shown;
+
+	if (source == NULL) {
+		cli_json_null(j, key);
+		return;
+	}
+	if ((shown = sk_url_redact(source)) == NULL)
+		die("out of memory");
+	cli_json_str(j, key, shown);
+	free(shown);
+}
 
 void
 cli_remote_init(struct cli_remote *r)

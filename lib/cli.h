@@ -276,6 +276,13 @@ enum {
 
 extern const struct cli_option cli_remote_opts[];
 
+/* Whether a source names a manifest: NAME.json, before any query of an
+ * http(s) URL (a signed URL). */
+int cli_is_manifest(const char *source);
+/* A source as --json writes it: without a password or signature. */
+void cli_json_source(struct cli_json *j, const char *key,
+    const char *source);
+
 struct cli_remote {
 	struct sk_fetch_config cfg;
 	struct sk_fetch_stats start;

@@ -46,7 +46,8 @@ struct part {
 	uint64_t have;		/* bytes in buf */
 	int state;
 	int engine;		/* owned by the engine */
-	int cancel;		/* the reader let go of it */
+	int cancel;		/* the reader let go of it (set under s->mu,
+				 * read anywhere with atomics) */
 	int whole;		/* a plain GET of a resource of unknown size */
 	int first;		/* gives the stream its size and version */
 	/* the current attempt, engine thread only */
@@ -261,7 +262,7 @@ secret_param(const char *name, size_t n)
 }
 
 char *
-sk__url_redact(const char *url)
+sk_url_redact(const char *url)
 {
 	const char *p, *q, *at, *hostend, *eq, *amp;
 	size_t n = strlen(url);
@@ -564,7 +565,7 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	uint64_t room;
 	uint8_t *nb;
 
-	if (p->cancel)
+	if (__atomic_load_n(&p->cancel, __ATOMIC_RELAXED))
 		return 0;
 	p->last_byte = now_ns();
 	if (!p->checked) {
@@ -738,9 +739,15 @@ hand_back(struct part *p, int state)
 		curl_easy_cleanup(p->easy);
 		p->easy = NULL;
 	}
+	pthread_mutex_lock(&s->mu);
+	if (p->cancel) {
+		/* The reader let go of it first: it waits in the cancel
+		 * queue, which frees and counts it. */
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
 	if (state == P_FAILED)
 		ADD(failures, 1);
-	pthread_mutex_lock(&s->mu);
 	p->state = state;
 	p->engine = 0;
 	s->inflight--;
@@ -788,7 +795,7 @@ finish(struct part *p, CURLcode cc)
 	char why[SK_ERRMSG_MAX];
 	int retry = 0;
 
-	if (p->cancel)
+	if (__atomic_load_n(&p->cancel, __ATOMIC_RELAXED))
 		return;		/* freed with the cancel queue */
 	curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
 	if (cc == CURLE_OK && !p->checked && (p->status == 200 ||
@@ -957,7 +964,8 @@ check_stalls(uint64_t now)
 	pthread_mutex_unlock(&eng.mu);
 	for (p = eng.running; p != NULL; p = next) {
 		next = p->rnext;
-		if (p->last_byte == 0 || p->cancel || now - p->last_byte < limit)
+		if (p->last_byte == 0 || __atomic_load_n(&p->cancel,
+		    __ATOMIC_RELAXED) || now - p->last_byte < limit)
 			continue;
 		p->stalled = 1;
 		unlink_running(p);
@@ -1096,7 +1104,7 @@ drop(struct sk__stream *s, struct part *p)
 {
 	(void)s;
 	if (p->engine) {
-		p->cancel = 1;
+		__atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
 		engine_queue(p, 1);
 	} else
 		part_free(p);
@@ -1144,7 +1152,7 @@ stream_new(const char *url, const char *display)
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->url = strdup(url);
-	s->display = display != NULL ? strdup(display) : sk__url_redact(url);
+	s->display = display != NULL ? strdup(display) : sk_url_redact(url);
 	if (s->url == NULL || s->display == NULL) {
 		stream_free(s);
 		return NULL;

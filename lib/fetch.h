@@ -40,8 +40,5 @@ void sk__stream_close(struct sk__stream *s);
 int sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
     struct sk_error *err);
 
-/* The URL as it may be printed: a password and signature-like query
- * values replaced by "***" (malloc'd, NULL when out of memory). */
-char *sk__url_redact(const char *url);
 
 #endif /* SK_FETCH_H */

@@ -420,7 +420,7 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 	remote = is_remote(path);
 	if (remote) {
 		/* Over the fetch engine; messages name it without secrets. */
-		if ((shown = sk__url_redact(path)) == NULL)
+		if ((shown = sk_url_redact(path)) == NULL)
 			return sk_error_set(err, SK_ENOMEM, "out of memory");
 		rc = sk__fetch_get(path, MANIFEST_MAX_BYTES, &text, &len, err);
 		path = shown;

@@ -134,6 +134,42 @@ sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
 	return rc;
 }
 
+/* Tar shards by name, as pack writes them and webdataset reads them. */
+static int
+is_tar_name(const char *url)
+{
+	static const char *const exts[] = { ".tar", ".tar.gz", ".tgz",
+	    ".tar.zst" };
+	size_t len = strlen(url), i, n;
+
+	for (i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+		n = strlen(exts[i]);
+		if (len > n && strcmp(url + len - n, exts[i]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int
+sk_source_list_shards(const char *url, struct sk_strlist *out,
+    struct sk_error *err)
+{
+	struct sk_strlist l = { NULL, 0, 0 };
+	size_t i, first = out->n;
+	int rc;
+
+	if ((rc = sk_source_list(url, &l, err)) != 0)
+		return rc;
+	for (i = 0; i < l.n && rc == 0; i++)
+		if (is_tar_name(l.v[i]) && sk_strlist_push(out, l.v[i]) != 0)
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+	sk_strlist_free(&l);
+	if (rc == 0 && out->n == first)
+		rc = sk_error_set(err, SK_ENOENT, "%s: no .tar files in this "
+		    "folder", url);
+	return rc;
+}
+
 void
 sk__md5_hex(const unsigned char *digest, char out[33])
 {

@@ -24,7 +24,7 @@ http_open(sk_source *s, const struct sk_url *u)
 
 	(void)u;
 	/* Messages name the URL without its secrets. */
-	if ((display = sk__url_redact(s->url)) == NULL)
+	if ((display = sk_url_redact(s->url)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
 	rc = sk__stream_open(&st, s->url, display, &err);
 	free(s->url);
@@ -111,7 +111,7 @@ http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 	int rc;
 
 	(void)u;
-	if ((display = sk__url_redact(url)) == NULL)
+	if ((display = sk_url_redact(url)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	if (n == 0 || url[n - 1] != '/') {
 		rc = sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in '/'",

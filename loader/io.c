@@ -19,6 +19,19 @@
 /* ------------------------------------------------------------------------ */
 /* I/O threads: shards to samples                                           */
 
+/*
+ * Damage is what the shard's bytes say (corrupt or truncated: the rest of
+ * the shard is skipped and counted). Anything else is the source failing
+ * to deliver bytes (the network past its retries, a changed object, a
+ * read error): no sample can be trusted to be skipped for it, so it is
+ * fatal, never counted as damage.
+ */
+static int
+is_damage(int rc)
+{
+	return rc == SK_EFORMAT || rc == SK_ETOOBIG;
+}
+
 static int
 is_image_ext(const char *ext)
 {
@@ -243,6 +256,8 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
     const struct item *it)
 {
 	const char *url = l->shards[it->shard].url;
+	const char *fetch = l->shards[it->shard].fetch_url != NULL ?
+	    l->shards[it->shard].fetch_url : url;
 	const uint64_t last = it->first + it->count;
 	sk_source *src = NULL;
 	sk_sample_reader *r = NULL;
@@ -256,7 +271,7 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
 	memset(&smp, 0, sizeof smp);
 	t0 = sk__now_ns();
 	errbuf[0] = '\0';
-	if ((rc = sk_source_open(&src, url)) != 0) {
+	if ((rc = sk_source_open(&src, fetch)) != 0) {
 		/* A missing shard is an error, never a skip. */
 		snprintf(errbuf, sizeof errbuf, "%s", src != NULL ?
 		    sk_errmsg(src) : "out of memory");
@@ -330,7 +345,7 @@ damaged:
 	/* The reader's message names the URL and the offset. */
 	snprintf(errbuf, sizeof errbuf, "%s", r != NULL ? sk_errmsg(r) :
 	    "out of memory");
-	if (l->cfg.strict)
+	if (l->cfg.strict || !is_damage(rc))
 		goto fatal;
 	sk_log(SK_LOG_WARN, "%s; the rest of this shard is skipped", errbuf);
 	goto out;
@@ -417,10 +432,15 @@ sk__io_main(void *arg)
 /* ------------------------------------------------------------------------ */
 /* opening: the shard list and its counts                                   */
 
-/* Count a shard's samples from its headers (no data is read). */
+/*
+ * Count a shard's samples from its headers (a file seeks past the data; a
+ * remote shard is read through). Thread-safe: the message goes to err.
+ */
 static int
-count_samples(sk_loader *l, const char *url, uint64_t *n)
+count_samples(const struct shardinfo *sh, int strict, uint64_t *n,
+    struct sk_error *err)
 {
+	const char *url = sh->url;
 	sk_source *src = NULL;
 	sk_sample_reader *r = NULL;
 	struct sk_sample smp;
@@ -428,8 +448,9 @@ count_samples(sk_loader *l, const char *url, uint64_t *n)
 
 	*n = 0;
 	memset(&smp, 0, sizeof smp);
-	if ((rc = sk_source_open(&src, url)) != 0) {
-		sk__fatal(&l->h, rc, "shard %s: %s", url, src != NULL ?
+	if ((rc = sk_source_open(&src, sh->fetch_url != NULL ? sh->fetch_url :
+	    url)) != 0) {
+		sk_error_set(err, rc, "shard %s: %s", url, src != NULL ?
 		    sk_errmsg(src) : "out of memory");
 		sk_source_close(src);
 		return rc;
@@ -446,17 +467,122 @@ out:
 	 * (a sample cut by it counts, as a damaged skip), so the plan holds;
 	 * only strict makes it fatal here, as it would be when streaming.
 	 */
-	if (rc < 0 && rc != SK_ENOMEM && r != NULL && !l->cfg.strict) {
+	if (rc < 0 && is_damage(rc) && r != NULL && !strict) {
 		sk_log(SK_LOG_WARN, "%s; counting %" PRIu64 " samples before "
 		    "it", sk_errmsg(r), *n);
 		rc = 0;
 	}
 	if (rc < 0)
-		sk__fatal(&l->h, rc, "%s", r != NULL ? sk_errmsg(r) :
+		sk_error_set(err, rc, "%s", r != NULL ? sk_errmsg(r) :
 		    "out of memory");
 	sk_sample_reader_close(r);
 	sk_sample_free(&smp);
 	return rc < 0 ? rc : 0;
+}
+
+/* Counting threads share the next shard to count; the first failure in
+ * shard order is the one reported. */
+struct counting {
+	sk_loader *l;
+	pthread_mutex_t mu;
+	size_t next, failed_at;
+	int rc;
+	struct sk_error err;
+};
+
+static void *
+count_main(void *arg)
+{
+	struct counting *c = arg;
+	struct sk_error err;
+	uint64_t n;
+	size_t i;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&c->mu);
+		i = c->next++;
+		if (i >= c->l->nshards || i > c->failed_at) {
+			pthread_mutex_unlock(&c->mu);
+			return NULL;
+		}
+		pthread_mutex_unlock(&c->mu);
+		rc = count_samples(&c->l->shards[i], c->l->cfg.strict, &n,
+		    &err);
+		pthread_mutex_lock(&c->mu);
+		c->l->shards[i].nsamples = n;
+		if (rc != 0 && i < c->failed_at) {
+			c->failed_at = i;
+			c->rc = rc;
+			c->err = err;
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+/*
+ * A pattern or a folder gives no counts to plan with, so every shard is
+ * read once at open, several at a time: over a network one after another
+ * would cost a round trip and a whole transfer each. A manifest avoids it.
+ */
+static int
+count_all(sk_loader *l)
+{
+	struct counting c;
+	pthread_t t[16];
+	size_t i, nt;
+	int remote;
+
+	remote = strncmp(l->shards[0].url, "http://", 7) == 0 ||
+	    strncmp(l->shards[0].url, "https://", 8) == 0;
+	nt = remote ? 16 : (size_t)(l->cfg.io_streams > 0 ?
+	    l->cfg.io_streams : 2);
+	if (nt > sizeof t / sizeof t[0])
+		nt = sizeof t / sizeof t[0];
+	if (nt > l->nshards)
+		nt = l->nshards;
+	if (remote && l->nshards > 1)
+		sk_log(SK_LOG_INFO, "counting the samples of %zu shards reads "
+		    "them once; a manifest (shardtool pack writes one) avoids "
+		    "it", l->nshards);
+	memset(&c, 0, sizeof c);
+	c.l = l;
+	c.failed_at = SIZE_MAX;
+	pthread_mutex_init(&c.mu, NULL);
+	for (i = 0; i < nt; i++)
+		if (pthread_create(&t[i], NULL, count_main, &c) != 0)
+			break;
+	nt = i;
+	if (nt == 0)
+		count_main(&c);
+	for (i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&c.mu);
+	if (c.rc != 0)
+		return sk__fatal(&l->h, c.rc, "%s", c.err.msg);
+	return 0;
+}
+
+/* Messages name a shard without the credentials its URL may carry. */
+static int
+redact_urls(sk_loader *l)
+{
+	struct shardinfo *sh;
+	char *shown;
+	size_t i;
+
+	for (i = 0; i < l->nshards; i++) {
+		sh = &l->shards[i];
+		if ((shown = sk_url_redact(sh->url)) == NULL)
+			return sk__fatal(&l->h, SK_ENOMEM, "out of memory");
+		if (strcmp(shown, sh->url) == 0) {
+			free(shown);
+			continue;
+		}
+		sh->fetch_url = sh->url;
+		sh->url = shown;
+	}
+	return 0;
 }
 
 int
@@ -466,7 +592,7 @@ sk__load_shards(sk_loader *l)
 	struct sk_manifest m;
 	struct sk_strlist urls = { NULL, 0, 0 };
 	struct sk_error err;
-	size_t i;
+	size_t i, n;
 	int rc;
 
 	memset(&m, 0, sizeof m);
@@ -496,12 +622,18 @@ sk__load_shards(sk_loader *l)
 			}
 		}
 		sk_manifest_free(&m);
-		return 0;
+		return redact_urls(l);
 	}
 
-	/* A pattern: no counts to plan with, so read every shard's headers
-	 * once (pass the manifest to avoid it). */
-	if ((rc = sk_url_expand(c->urls, &urls, &err)) != 0)
+	/* A pattern, or a folder ending in '/' (a local folder, or an
+	 * http(s) one's JSON autoindex): its tar shards. */
+	n = strlen(c->urls);
+	if (n > 0 && c->urls[n - 1] == '/' && strstr(c->urls, "::") == NULL &&
+	    strchr(c->urls, '{') == NULL)
+		rc = sk_source_list_shards(c->urls, &urls, &err);
+	else
+		rc = sk_url_expand(c->urls, &urls, &err);
+	if (rc != 0)
 		return sk__fatal(&l->h, rc, "%s", err.msg);
 	if (urls.n == 0) {
 		sk_strlist_free(&urls);
@@ -515,10 +647,9 @@ sk__load_shards(sk_loader *l)
 	for (i = 0; i < urls.n; i++) {
 		l->shards[i].url = urls.v[i];
 		urls.v[i] = NULL;
-		if ((rc = count_samples(l, l->shards[i].url,
-		    &l->shards[i].nsamples)) != 0)
-			break;
 	}
 	sk_strlist_free(&urls);
-	return rc;
+	if ((rc = redact_urls(l)) != 0)
+		return rc;
+	return count_all(l);
 }

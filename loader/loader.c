@@ -517,7 +517,8 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 	/*
 	 * shardkit(3), MEMORY: the I/O queues (prefetch, plus one sample
 	 * each over it), the shuffle buffer and the samples sent to workers
-	 * (encoded), the batch slots, the workers' scratch, and the plans.
+	 * (encoded), the batch slots, the workers' scratch, and the plans;
+	 * remote shards add each stream's parts in flight.
 	 */
 	avg = st->samples ? st->sample_bytes / st->samples :
 	    __atomic_load_n(&l->max_sample, __ATOMIC_RELAXED);
@@ -531,6 +532,14 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 	    (uint64_t)l->nworkers * __atomic_load_n(&l->scratch_peak,
 	    __ATOMIC_RELAXED) +
 	    2 * n * sizeof(uint32_t);
+	if (l->nshards > 0 && (strncmp(l->shards[0].url, "http://", 7) == 0 ||
+	    strncmp(l->shards[0].url, "https://", 8) == 0)) {
+		struct sk_fetch_config fc;
+
+		sk_fetch_get_config(&fc);
+		st->memory_bound += (uint64_t)l->nio * (uint64_t)fc.parts *
+		    fc.part_size;
+	}
 	return 0;
 }
 
@@ -585,8 +594,10 @@ sk_loader_close(sk_loader *l)
 	}
 	for (e = 0; l->plans != NULL && e < l->cfg.epochs; e++)
 		sk__eplan_free(l->plans[e]);
-	for (i = 0; l->shards != NULL && i < (int)l->nshards; i++)
+	for (i = 0; l->shards != NULL && i < (int)l->nshards; i++) {
 		free(l->shards[i].url);
+		free(l->shards[i].fetch_url);
+	}
 	free(l->shards);
 	free(l->plans);
 	free(l->plan_done);

@@ -106,7 +106,8 @@ struct eplan {
 };
 
 struct shardinfo {
-	char *url;
+	char *url;		/* for messages: no credentials */
+	char *fetch_url;	/* for sk_source_open: NULL when url is it */
 	uint64_t nsamples;
 	uint64_t filesize;	/* the manifest's, 0 when unknown */
 	int mismatch;		/* the shard disagrees with the manifest */

@@ -214,7 +214,7 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 		reasons[i] = sk_skip_reason_name(i);
 	j = cli_json_open(o->json);
 	cli_json_object(j, "config");
-	cli_json_str(j, "source", o->source);
+	cli_json_source(j, "source", o->source);
 	cli_json_int(j, "batch_per_rank", c->batch);
 	cli_json_int(j, "global_batch", (long long)c->batch * c->world);
 	cli_json_int(j, "world", c->world);

@@ -48,48 +48,19 @@ shards_parse(const struct cli_command *cmd, int argc, char **argv,
 static void push_shard(struct shard_list *l, char *url,
     const struct sk_manifest_shard *expect, size_t nclasses);
 
-/* Tar shards by name, as pack writes them and webdataset reads them. */
-static int
-is_tar_name(const char *url)
-{
-	static const char *const exts[] = { ".tar", ".tar.gz", ".tgz",
-	    ".tar.zst" };
-	size_t len = strlen(url), i, n;
-
-	for (i = 0; i < sizeof exts / sizeof exts[0]; i++) {
-		n = strlen(exts[i]);
-		if (len > n && strcmp(url + len - n, exts[i]) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* A folder argument: its tar files, sorted. */
 static void
 push_folder(struct shard_list *out, const char *url)
 {
 	struct sk_strlist l = { 0 };
 	struct sk_error err;
-	size_t i, n = 0;
+	size_t i;
 
-	if (sk_source_list(url, &l, &err) != 0)
+	if (sk_source_list_shards(url, &l, &err) != 0)
 		die("%s", err.msg);
 	for (i = 0; i < l.n; i++)
-		if (is_tar_name(l.v[i])) {
-			push_shard(out, xstrdup(l.v[i]), NULL, 0);
-			n++;
-		}
+		push_shard(out, xstrdup(l.v[i]), NULL, 0);
 	sk_strlist_free(&l);
-	if (n == 0)
-		die("%s: no .tar files in this folder", url);
-}
-
-static int
-is_manifest(const char *url)
-{
-	size_t len = strlen(url);
-
-	return len > 5 && strcmp(url + len - 5, ".json") == 0;
 }
 
 static void
@@ -122,7 +93,7 @@ shards_expand(int argc, char **argv, struct shard_list *out)
 			push_folder(out, urls.v[i]);
 			continue;
 		}
-		if (!is_manifest(urls.v[i])) {
+		if (!cli_is_manifest(urls.v[i])) {
 			push_shard(out, xstrdup(urls.v[i]), NULL, 0);
 			continue;
 		}

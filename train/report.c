@@ -367,7 +367,7 @@ config_json(struct cli_json *j, const struct run_result *res,
 	cli_json_int(j, "batch_per_rank", res->world > 0 ?
 	    cfg->batch / res->world : cfg->batch);
 	cli_json_int(j, "global_batch", cfg->batch);
-	cli_json_str(j, "source", cfg->data);
+	cli_json_source(j, "source", cfg->data);
 	cli_json_int(j, "epochs", cfg->epochs);
 	if (cfg->steps > 0)
 		cli_json_int(j, "steps", cfg->steps);

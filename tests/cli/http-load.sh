@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# http-load.sh - shards served by nginx over HTTP and HTTPS stream exactly
+# as they do from disk: the same keys and pixel hashes for a manifest, a
+# pattern and a JSON-autoindex folder, for any thread count; shardtool ls,
+# verify, cat and index read URLs; a wrong CA, 404, 403, unknown schemes,
+# bad flags and a server gone for good fail clearly and in bounded time.
+set -eu
+. "$top_srcdir/tests/cli/lib.sh"
+. "$top_srcdir/tests/cli/http-lib.sh"
+
+synth_imagenet "$T/i" --classes 4 --per-class 12 --val 4 --seed 43
+mkdir -p "$T/www/s" "$T/www/private"
+st pack pack imagenet "$T/i" -o "$T/www/s/in-%06d.tar" --max-count 10
+cp "$T/www/s/in-000000.tar" "$T/www/private/"
+M="$T/www/s/in.json"
+http_start "$T/www"
+U="$HTTP_URL/s"
+
+# Small parts, so a shard takes several ranged GETs and skips cross them.
+opts=(--checksum --batch 6 --image-size 32 --shuffle 16 --seed 5 --epochs 2
+    --part-size 16K)
+
+say "the reference: the same shards on local disk"
+sl ref keys "$M" "${opts[@]}" --workers 1 --io-streams 1
+[ "$(wc -l <"$T/ref.out")" -eq 96 ] || fail "want 96 lines (2 epochs of 48)"
+
+n=0
+for v in "--workers 1 --io-streams 1" "--workers 4 --io-streams 3 --parts 3" \
+    "--workers 2 --io-streams 2 --parts 1 --part-size 1M"; do
+	n=$((n + 1))
+	say "http manifest, $v: the same keys and pixels"
+	# shellcheck disable=SC2086
+	sl h$n keys "$U/in.json" "${opts[@]}" $v
+	cmp -s "$T/ref.out" "$T/h$n.out" || {
+		diff "$T/ref.out" "$T/h$n.out" | head -5 >&2
+		fail "http ($v) differs from local disk"
+	}
+done
+
+say "an http brace pattern and a JSON-autoindex folder"
+sl hp keys "$U/in-{000000..000004}.tar" "${opts[@]}" --workers 3
+cmp -s "$T/ref.out" "$T/hp.out" || fail "the http pattern differs from disk"
+sl hd keys "$U/" "${opts[@]}" --workers 3
+cmp -s "$T/ref.out" "$T/hd.out" || fail "the http folder differs from disk"
+
+say "https with the test CA (--ca-file, CURL_CA_BUNDLE, SSL_CERT_FILE)"
+sl hs1 keys "$HTTPS_URL/s/in.json" "${opts[@]}" --ca-file "$T/ca.pem"
+cmp -s "$T/ref.out" "$T/hs1.out" || fail "https differs from disk"
+CURL_CA_BUNDLE="$T/ca.pem" sl hs2 keys "$HTTPS_URL/s/in.json" "${opts[@]}"
+cmp -s "$T/ref.out" "$T/hs2.out" || fail "https (CURL_CA_BUNDLE) differs"
+SSL_CERT_FILE="$T/ca.pem" st hs3 verify "$HTTPS_URL/s/in.json"
+
+say "https with the wrong CA, or none, is refused, naming the URL"
+sl_rc 1 badca keys "$HTTPS_URL/s/in.json" "${opts[@]}" --ca-file "$T/other.pem"
+has badca.err "$HTTPS_URL/s/in.json"
+has badca.err "certificate"
+CURL_CA_BUNDLE="$T/other.pem" run_rc 1 badca2 "$SHARDTOOL" verify \
+    "$HTTPS_URL/s/in-000000.tar"
+has badca2.err "certificate"
+
+say "shardtool ls, verify, cat and index on URLs give what they give on disk"
+st lsl ls "$T/www/s/in-000001.tar"
+st lsh ls "$U/in-000001.tar"
+cmp -s "$T/lsl.out" "$T/lsh.out" || fail "ls over http differs"
+st lsd ls "$U/"
+has lsd.out "$U/in-000004.tar:"
+st vh verify --decode "$U/in.json"
+has vh.out "0 problems"
+key=$(head -n 1 "$T/lsl.out" | cut -f1)
+st catl cat "$T/www/s/in-000001.tar" "$key.cls"
+st cath cat "$U/in-000001.tar" "$key.cls"
+cmp -s "$T/catl.out" "$T/cath.out" || fail "cat over http differs"
+st idxl index --dali -o "$T/l.idx" "$T/www/s/in-000002.tar"
+st idxh index --dali -o "$T/h.idx" "$U/in-000002.tar"
+cmp -s "$T/l.idx" "$T/h.idx" || fail "index --dali over http differs"
+
+say "404 and 403 are reported with the URL and not retried"
+sl_rc 1 nf keys "$U/nope.json" --batch 6
+has nf.err "$U/nope.json"
+has nf.err "404"
+st_rc 1 nf2 verify "$U/in-000009.tar"
+has nf2.err "404"
+sl_rc 1 fb keys "$HTTP_URL/private/in-000000.tar" --batch 6
+has fb.err "403"
+grep -c ' /private/' "$T/nginx/access.log" >"$T/fb.count"
+[ "$(cat "$T/fb.count")" -eq 1 ] || fail "a 403 was asked again"
+
+say "unknown schemes, malformed URLs and bad flags"
+sl_rc 1 sch keys "ftp://127.0.0.1/x.tar" --batch 6
+has sch.err "unsupported URL scheme"
+sl_rc 1 mal keys "http:///x.tar" --batch 6
+has mal.err "no host"
+sl_rc 1 port keys "http://127.0.0.1:99999/x.tar" --batch 6
+has port.err "bad port"
+sl_rc 2 parts keys "$U/in.json" --parts 0
+is_sl_usage_error parts
+sl_rc 2 psz keys "$U/in.json" --part-size 12X
+is_sl_usage_error psz
+st_rc 2 stall verify "$U/in.json" --stall-timeout 0
+is_usage_error stall
+
+say "a server gone for good: a clear error within --retry-time + 5 s"
+port=$(free_port)
+t0=$(date +%s)
+sl_rc 1 gone keys "http://127.0.0.1:$port/s/in.json" --batch 6 --retry-time 3
+t1=$(date +%s)
+has gone.err "127.0.0.1:$port/s/in.json"
+has gone.err "gave up after"
+[ $((t1 - t0)) -le 8 ] || fail "the loader took $((t1 - t0)) s to give up"
+t0=$(date +%s)
+st_rc 1 gone2 verify "http://127.0.0.1:$port/s/in-000000.tar" --retry-time 3
+t1=$(date +%s)
+has gone2.err "gave up after"
+[ $((t1 - t0)) -le 8 ] || fail "verify took $((t1 - t0)) s to give up"
