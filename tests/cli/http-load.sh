@@ -70,9 +70,11 @@ key=$(head -n 1 "$T/lsl.out" | cut -f1)
 st catl cat "$T/www/s/in-000001.tar" "$key.cls"
 st cath cat "$U/in-000001.tar" "$key.cls"
 cmp -s "$T/catl.out" "$T/cath.out" || fail "cat over http differs"
-st idxl index --dali -o "$T/l.idx" "$T/www/s/in-000002.tar"
-st idxh index --dali -o "$T/h.idx" "$U/in-000002.tar"
-cmp -s "$T/l.idx" "$T/h.idx" || fail "index --dali over http differs"
+mkdir "$T/idxl" "$T/idxh"
+st idxl index --dali -o "$T/idxl" "$T/www/s/in-000002.tar"
+st idxh index --dali -o "$T/idxh" "$U/in-000002.tar"
+cmp -s "$T/idxl/in-000002.idx" "$T/idxh/in-000002.idx" ||
+    fail "index --dali over http differs"
 
 say "404 and 403 are reported with the URL and not retried"
 sl_rc 1 nf keys "$U/nope.json" --batch 6
