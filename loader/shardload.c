@@ -149,6 +149,18 @@ parse(const struct cli_command *cmd, int argc, char **argv, struct opts *o)
 		usage_error("--checksum needs pixels: drop --no-decode");
 }
 
+/* A failed loader: stop its threads (so none is left running at exit),
+ * then report its message. */
+static void __attribute__((noreturn))
+loader_die(sk_loader *l)
+{
+	char msg[SK_ERRMSG_MAX];
+
+	snprintf(msg, sizeof msg, "%s", sk_errmsg(l));
+	sk_loader_close(l);
+	die("%s", msg);
+}
+
 static sk_loader *
 open_loader(const struct opts *o)
 {
@@ -341,14 +353,14 @@ cmd_bench(const struct opts *o)
 		r.samples += (uint64_t)b.n;
 		r.batches++;
 		if (sk_loader_release(l, &b) != 0)
-			die("%s", sk_errmsg(l));
+			loader_die(l);
 		if (cli_progress_due(&prog)) {
 			sk_loader_stats(l, &st);
 			progress(&prog, &st, cli_now() - t0, total);
 		}
 	}
 	if (r.batches < total && rc < 0)
-		die("%s", sk_errmsg(l));
+		loader_die(l);
 	t = cli_now();
 	cli_progress_done(&prog);
 	sk_loader_stats(l, &st);
@@ -419,7 +431,7 @@ cmd_keys(const struct opts *o)
 	sk_loader *l = open_loader(o);
 	struct sk_batch b;
 	int64_t n = 0;
-	int rc, i;
+	int rc = 0, i;
 
 	while ((o->limit < 0 || n < o->limit) &&
 	    (rc = sk_loader_next(l, &b)) > 0) {
@@ -438,11 +450,11 @@ cmd_keys(const struct opts *o)
 			putchar('\n');
 		}
 		if (sk_loader_release(l, &b) != 0)
-			die("%s", sk_errmsg(l));
+			loader_die(l);
 		n++;
 	}
 	if ((o->limit < 0 || n < o->limit) && rc < 0)
-		die("%s", sk_errmsg(l));
+		loader_die(l);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die("standard output: %s", strerror(errno));
 	sk_loader_close(l);
@@ -588,7 +600,7 @@ cmd_dump(struct opts *o)
 	o->l.cfg.device = -1;
 	l = open_loader(o);
 	if ((rc = sk_loader_next(l, &b)) < 0)
-		die("%s", sk_errmsg(l));
+		loader_die(l);
 	if (rc == 0 || b.n == 0)
 		die("%s: the first batch is empty", o->source);
 	if (png)
