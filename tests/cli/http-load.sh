@@ -76,6 +76,19 @@ st idxh index --dali -o "$T/idxh" "$U/in-000002.tar"
 cmp -s "$T/idxl/in-000002.idx" "$T/idxh/in-000002.idx" ||
     fail "index --dali over http differs"
 
+say "a server's manifest may not send the reader to this machine's files"
+python3 - "$M" "$T/www/s/evil.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["shardlist"][0]["url"] = "file://" + sys.argv[1].replace("in.json",
+                                                          "in-000000.tar")
+json.dump(m, open(sys.argv[2], "w"))
+EOF
+sl_rc 1 evil keys "$U/evil.json" --batch 6
+has evil.err "may name only http(s) shards"
+st_rc 1 evil2 verify "$U/evil.json"
+has evil2.err "may name only http(s) shards"
+
 say "404 and 403 are reported with the URL and not retried"
 sl_rc 1 nf keys "$U/nope.json" --batch 6
 has nf.err "$U/nope.json"

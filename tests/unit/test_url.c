@@ -310,3 +310,74 @@ TEST(key_split)
 	expect_key(__LINE__, "a.b/c", "a.b/c", "");
 	expect_key(__LINE__, "k.cls", "k", "cls");
 }
+
+/* ------------------------------------------------------------------------ */
+/* what messages may show of a URL                                          */
+
+static void
+expect_redact(int line, const char *url, const char *want)
+{
+	char *got = sk_url_redact(url);
+
+	if (got == NULL)
+		t_fail(__FILE__, line, "sk_url_redact(\"%s\") = NULL", url);
+	if (strcmp(got, want) != 0)
+		t_fail(__FILE__, line, "sk_url_redact(\"%s\") = \"%s\", want "
+		    "\"%s\"", url, got, want);
+	free(got);
+}
+
+TEST(url_redact)
+{
+	expect_redact(__LINE__, "/data/in-000000.tar", "/data/in-000000.tar");
+	expect_redact(__LINE__, "http://h:8080/s/in.json",
+	    "http://h:8080/s/in.json");
+	expect_redact(__LINE__, "https://user:secret@h/x.tar",
+	    "https://user:***@h/x.tar");
+	/* an '@' in the path is not userinfo */
+	expect_redact(__LINE__, "http://h/a:b@c.tar", "http://h/a:b@c.tar");
+	expect_redact(__LINE__, "https://b.s3.amazonaws.com/x.tar?"
+	    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F&"
+	    "X-Amz-Signature=deadbeef&x-id=GetObject",
+	    "https://b.s3.amazonaws.com/x.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+	    "&X-Amz-Credential=***&X-Amz-Signature=***&x-id=GetObject");
+	expect_redact(__LINE__, "https://h/x.tar?sig=abc&se=2026#frag",
+	    "https://h/x.tar?sig=***&se=2026#frag");
+	expect_redact(__LINE__, "https://h/x.tar?token=", "https://h/x.tar?"
+	    "token=***");
+	expect_redact(__LINE__, "https://u:p@h/x?key=1&key=2&a",
+	    "https://u:***@h/x?key=***&key=***&a");
+	expect_redact(__LINE__, "", "");
+}
+
+/* RFC 3986 5.2 for a manifest fetched over http(s); paths for files. */
+static void
+expect_resolve(int line, const char *manifest, const char *url,
+    const char *want)
+{
+	char *got = sk_manifest_resolve(manifest, url);
+
+	if (got == NULL || strcmp(got, want) != 0)
+		t_fail(__FILE__, line, "sk_manifest_resolve(\"%s\", \"%s\") = "
+		    "\"%s\", want \"%s\"", manifest, url, got ? got : "NULL",
+		    want);
+	free(got);
+}
+
+TEST(manifest_resolve_urls)
+{
+	expect_resolve(__LINE__, "/d/in.json", "in-0.tar", "/d/in-0.tar");
+	expect_resolve(__LINE__, "/d/in.json", "/e/in-0.tar", "/e/in-0.tar");
+	expect_resolve(__LINE__, "in.json", "in-0.tar", "in-0.tar");
+	expect_resolve(__LINE__, "http://h:81/a/b/in.json", "in-0.tar",
+	    "http://h:81/a/b/in-0.tar");
+	expect_resolve(__LINE__, "http://h:81/a/b/in.json", "/x/in-0.tar",
+	    "http://h:81/x/in-0.tar");
+	expect_resolve(__LINE__, "https://h/a/in.json?sig=1", "s/in-0.tar",
+	    "https://h/a/s/in-0.tar");
+	expect_resolve(__LINE__, "https://h/a/in.json?p=/x/y", "in-0.tar",
+	    "https://h/a/in-0.tar");
+	expect_resolve(__LINE__, "https://h", "in-0.tar", "https://h/in-0.tar");
+	expect_resolve(__LINE__, "https://h/in.json", "gs://b/in-0.tar",
+	    "gs://b/in-0.tar");
+}
