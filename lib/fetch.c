@@ -482,8 +482,8 @@ fail_part(struct part *p, int code, const char *fmt, ...)
  * "bytes A-B/T" (RFC 9110 14.4); T may be "*". Returns 0 and the three
  * numbers (T = UINT64_MAX when unknown), -1 when malformed.
  */
-static int
-parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t)
+int
+sk__parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t)
 {
 	unsigned long long x, y;
 	char tot[32];
@@ -515,7 +515,7 @@ check_response(struct part *p)
 	uint64_t a, b, t, want = p->off + p->have;
 
 	if (p->status == 206) {
-		if (parse_crange(p->crange, &a, &b, &t) != 0)
+		if (sk__parse_crange(p->crange, &a, &b, &t) != 0)
 			return fail_part(p, SK_EIO, "%s: a 206 response with "
 			    "no usable Content-Range (\"%s\")", s->display,
 			    p->crange);

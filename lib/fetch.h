@@ -35,6 +35,14 @@ int64_t sk__stream_pread(struct sk__stream *s, void *buf, size_t n,
 /* Cancel what is in flight and free s once the engine let go of it. */
 void sk__stream_close(struct sk__stream *s);
 
+/* Content-Range "bytes A-B/T" (RFC 9110 14.4): 0 and A <= B, T (or
+ * UINT64_MAX for "*"); -1 when malformed. */
+int sk__parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t);
+/* The files of an nginx JSON autoindex of folder url (ending in '/'),
+ * as full URLs appended to out, sorted. display names it in messages. */
+int sk__http_listing(const char *text, size_t len, const char *url,
+    const char *display, struct sk_strlist *out, struct sk_error *err);
+
 /* GET a whole resource of at most max bytes (a manifest, a listing) into
  * *out (malloc'd, NUL-terminated), retried like every transfer. */
 int sk__fetch_get(const char *url, size_t max, char **out, size_t *len,

@@ -97,60 +97,70 @@ escape_name(const char *name)
 /*
  * nginx "autoindex on; autoindex_format json;": an array of
  * {"name", "type": "file"|"directory"|..., "mtime", "size"}. Files only,
- * not recursive, as the local listing.
+ * not recursive, as the local listing; a name with a '/' or a leading dot
+ * is not one of the folder's files.
  */
-static int
-http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
-    struct sk_error *err)
+int
+sk__http_listing(const char *text, size_t len, const char *url,
+    const char *display, struct sk_strlist *out, struct sk_error *err)
 {
-	size_t first = out->n, len = 0, i, n = strlen(url);
-	char *text = NULL, *display = NULL, *name, *full;
+	size_t first = out->n, i;
 	const char *type, *nm;
+	char *name, *full;
 	json_error_t jerr;
-	json_t *root = NULL, *e;
-	int rc;
+	json_t *root, *e;
+	int rc = 0;
 
-	(void)u;
-	if ((display = sk_url_redact(url)) == NULL)
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	if (n == 0 || url[n - 1] != '/') {
-		rc = sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in '/'",
-		    display);
-		goto out;
-	}
-	if ((rc = sk__fetch_get(url, LIST_MAX_BYTES, &text, &len, err)) != 0)
-		goto out;
 	root = json_loadb(text, len, 0, &jerr);
 	if (root == NULL || !json_is_array(root)) {
-		rc = sk_error_set(err, SK_EFORMAT, "%s: not a JSON listing (an "
+		json_decref(root);
+		return sk_error_set(err, SK_EFORMAT, "%s: not a JSON listing (an "
 		    "nginx folder with \"autoindex on; autoindex_format json;\""
 		    "; give a manifest or a pattern instead)", display);
-		goto out;
 	}
 	json_array_foreach(root, i, e) {
 		nm = json_string_value(json_object_get(e, "name"));
 		type = json_string_value(json_object_get(e, "type"));
 		if (nm == NULL || type == NULL || strcmp(type, "file") != 0 ||
-		    nm[0] == '.' || strchr(nm, '/') != NULL)
+		    nm[0] == '.' || nm[0] == '\0' || strchr(nm, '/') != NULL)
 			continue;
 		if ((name = escape_name(nm)) == NULL ||
 		    (full = sk__asprintf("%s%s", url, name)) == NULL) {
 			free(name);
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
-			goto out;
+			break;
 		}
 		free(name);
 		rc = sk_strlist_push(out, full);
 		free(full);
 		if (rc != 0) {
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
-			goto out;
+			break;
 		}
 	}
-	qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
-	rc = 0;
-out:
 	json_decref(root);
+	if (rc == 0)
+		qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
+	return rc;
+}
+
+static int
+http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
+    struct sk_error *err)
+{
+	size_t len = 0, n = strlen(url);
+	char *text = NULL, *display;
+	int rc;
+
+	(void)u;
+	if ((display = sk_url_redact(url)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (n == 0 || url[n - 1] != '/')
+		rc = sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in '/'",
+		    display);
+	else if ((rc = sk__fetch_get(url, LIST_MAX_BYTES, &text, &len,
+	    err)) == 0)
+		rc = sk__http_listing(text, len, url, display, out, err);
 	free(text);
 	free(display);
 	return rc;

@@ -11,6 +11,8 @@
 #   widsindex write them, with and without info, md5sum and filesize.
 #   report, for fuzz_report: shardtrain --json run files, whole and
 #   minimal.
+#   url, for fuzz_url: URLs with credentials, manifest and shard URLs,
+#   Content-Range values and nginx JSON listings.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -57,6 +59,15 @@ EOF
 	printf '{%s, "name": "val", "shardlist": [{"url": "https://h/val-000000.tar", "nsamples": 340, "filesize": 40960000}, {"url": "val-000001.tar", "nsamples": 12, "filesize": 1474560}]}\n' "$k" >"$out/wids.json"
 	printf '{%s, "shardlist": [{"url": "s.tar.gz", "nsamples": 9}, {"url": "t.tar", "nsamples": 0, "filesize": 1024, "md5sum": ""}]}\n' "$k" >"$out/minimal.json"
 	printf '{%s, "shardlist": []}\n' "$k" >"$out/empty.json"
+	exit 0
+fi
+if [ "$kind" = url ]; then
+	# URLs with credentials, a manifest and a shard URL to resolve, a
+	# Content-Range, and an nginx JSON listing (fuzz_url's three fields).
+	printf 'https://u:p@h:8443/a/in.json?X-Amz-Credential=A%%2FB&X-Amz-Signature=ff&x-id=1\nin-000001.tar\n[{"name":"in-000000.tar","type":"file","mtime":"Wed, 25 Nov 2026 04:13:00 GMT","size":20450304},{"name":"sub","type":"directory"}]\n' >"$out/signed"
+	printf 'http://127.0.0.1:8080/s/in.json\nbytes 0-8388607/20450304\n[{"name":".hidden","type":"file"},{"name":"a b%%.tar","type":"file","size":1}]\n' >"$out/plain"
+	printf '/data/in.json\n/abs/in-0.tar\n[]\n' >"$out/local"
+	printf 'https://h\nbytes */0\n{"not":"a list"}\n' >"$out/empty"
 	exit 0
 fi
 if [ "$kind" = report ]; then
