@@ -29,6 +29,8 @@
 #define BACKOFF_BASE	0.1	/* seconds: the first retry waits up to this */
 #define BACKOFF_CAP	10.0	/* and no retry waits longer, Retry-After
 				 * aside */
+#define MIN_RATE	4096	/* bytes/s: an attempt slower than this on
+				 * average, past stall + retry time, fails */
 
 enum { P_QUEUED = 0, P_RUNNING, P_WAITING, P_DONE, P_FAILED };
 
@@ -55,13 +57,17 @@ struct part {
 	uint64_t t_first, due;	/* ns: first attempt, next retry */
 	uint64_t last_byte;	/* ns: the response's latest byte, 0 before
 				 * its first */
+	uint64_t t_attempt;	/* ns: this attempt's start */
 	int stalled;		/* the engine cut it for want of bytes */
 	long status;		/* of the current response */
 	int checked;		/* the response's head was judged */
-	uint64_t discard;	/* leading bytes to drop (Range ignored) */
+	uint64_t again;		/* its leading bytes the stream had before
+				 * (a read went back): fetched twice */
 	int complete;		/* all len bytes came, the rest is dropped */
+	uint64_t error_body;	/* bytes of a non-2xx body seen */
+	uint64_t attempt_have;	/* have when this attempt started */
 	double retry_after;	/* seconds, from the response; < 0 none */
-	char etag[128], lastmod[64], crange[96];
+	char etag[256], lastmod[64], crange[96];
 	int64_t clength;	/* Content-Length, -1 none */
 	/* the outcome when FAILED */
 	int code;
@@ -76,10 +82,11 @@ struct sk__stream {
 	char *display;		/* for messages */
 	int meta;		/* size and version known (or failed) */
 	uint64_t size;
-	char etag[128], lastmod[64];
+	char etag[256], lastmod[64];
 	struct part *win[MAX_PARTS];	/* in flight or buffered, in order */
 	int nwin;
 	uint64_t next_off;	/* where the next part starts */
+	uint64_t high;		/* bytes [0, high) have arrived once */
 	int inflight;		/* parts the engine owns */
 	int parts;		/* in flight at most */
 	uint64_t part_size;
@@ -150,6 +157,7 @@ int
 sk_fetch_configure(const struct sk_fetch_config *c, struct sk_error *err)
 {
 	char *ca = NULL;
+	int started;
 
 	if (c->connections < 1 || c->connections > 4096)
 		return sk_error_set(err, SK_EINVAL, "connections: %d is not in "
@@ -172,8 +180,9 @@ sk_fetch_configure(const struct sk_fetch_config *c, struct sk_error *err)
 	eng.ca_file = ca;
 	eng.cfg.ca_file = ca;
 	eng.cfg_changed = 1;	/* the engine thread applies it */
+	started = eng.started;
 	pthread_mutex_unlock(&eng.mu);
-	if (eng.started)
+	if (started)
 		curl_multi_wakeup(eng.multi);
 	return 0;
 }
@@ -329,7 +338,9 @@ engine_start(void)
 {
 	CURLcode cc;
 
+	pthread_mutex_lock(&eng.mu);
 	cfg_defaults_once();
+	pthread_mutex_unlock(&eng.mu);
 	if ((cc = curl_global_init(CURL_GLOBAL_DEFAULT)) != CURLE_OK) {
 		snprintf(eng_err, sizeof eng_err, "cannot start libcurl: %s",
 		    curl_easy_strerror(cc));
@@ -348,8 +359,10 @@ engine_start(void)
 	curl_share_setopt(eng.share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	curl_share_setopt(eng.share, CURLSHOPT_SHARE,
 	    CURL_LOCK_DATA_SSL_SESSION);
+	pthread_mutex_lock(&eng.mu);
 	curl_multi_setopt(eng.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
 	    (long)eng.cfg.connections);
+	pthread_mutex_unlock(&eng.mu);
 	curl_multi_setopt(eng.multi, CURLMOPT_PIPELINING,
 	    (long)CURLPIPE_MULTIPLEX);
 	eng.rng = now_ns() | 1;
@@ -419,8 +432,8 @@ static size_t
 header_cb(char *line, size_t size, size_t n, void *arg)
 {
 	struct part *p = arg;
-	size_t len = size * n, k, v;
-	char *end;
+	size_t len = size * n, k, v, i;
+	char val[256], *end, *colon;
 
 	p->last_byte = now_ns();
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
@@ -429,19 +442,34 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 		p->retry_after = -1;
 		return len;
 	}
-	k = strcspn(line, ":");
-	if (k == len)
+	/* libcurl does not promise a NUL: bound every scan by len. */
+	if ((colon = memchr(line, ':', len)) == NULL)
 		return len;
+	k = (size_t)(colon - line);
 	v = k + 1;
 	while (v < len && (line[v] == ' ' || line[v] == '\t'))
 		v++;
 	while (len > v && (line[len - 1] == '\r' || line[len - 1] == '\n' ||
 	    line[len - 1] == ' '))
 		len--;
+	/* A value that does not fit is not kept: a cut ETag would match
+	 * nothing (or the wrong thing). Control bytes never reach a
+	 * message. */
+	if (len - v >= sizeof val)
+		val[0] = '\0';
+	else {
+		memcpy(val, line + v, len - v);
+		val[len - v] = '\0';
+		for (i = 0; val[i] != '\0'; i++)
+			if ((unsigned char)val[i] < 0x20 || val[i] == 0x7f)
+				val[i] = '?';
+	}
 #define HEADER(name, field) \
 	if (k == sizeof name - 1 && strncasecmp(line, name, k) == 0) { \
-		snprintf(p->field, sizeof p->field, "%.*s", (int)(len - v), \
-		    line + v); \
+		if (strlen(val) < sizeof p->field) \
+			memcpy(p->field, val, strlen(val) + 1); \
+		else \
+			p->field[0] = '\0'; \
 		return size * n; \
 	}
 	HEADER("etag", etag)
@@ -450,13 +478,14 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 #undef HEADER
 	if (k == 14 && strncasecmp(line, "content-length", k) == 0) {
 		errno = 0;
-		p->clength = (int64_t)strtoll(line + v, &end, 10);
-		if (errno != 0 || end == line + v || p->clength < 0)
+		p->clength = (int64_t)strtoll(val, &end, 10);
+		if (errno != 0 || end == val || p->clength < 0)
 			p->clength = -1;
 	} else if (k == 11 && strncasecmp(line, "retry-after", k) == 0) {
 		/* Seconds; an HTTP date is taken as "soon" (1 s). */
-		p->retry_after = strtod(line + v, &end);
-		if (end == line + v || !(p->retry_after >= 0))
+		p->retry_after = strtod(val, &end);
+		if (end == val || !(p->retry_after >= 0) ||
+		    p->retry_after > 86400)
 			p->retry_after = 1;
 	}
 	return size * n;
@@ -523,13 +552,14 @@ check_response(struct part *p)
 			return fail_part(p, SK_EIO, "%s: asked for bytes from "
 			    "%" PRIu64 ", the server sent them from %" PRIu64,
 			    s->display, want, a);
-	} else {
-		/* 200: the whole object; drop what the part already has. */
+	} else if (want > 0 && !p->whole) {
+		/* Range ignored: every part would fetch the object from its
+		 * first byte again, a quadratic cost. Say so instead. */
+		return fail_part(p, SK_EUNSUPPORTED, "%s: the server ignores "
+		    "byte ranges (HTTP 200 for bytes from %" PRIu64 "); shards "
+		    "are read in ranged parts", s->display, want);
+	} else
 		t = p->clength >= 0 ? (uint64_t)p->clength : UINT64_MAX;
-		p->discard = want;
-		if (want > 0)
-			ADD(refetched, want);
-	}
 	if (!s->meta) {
 		if (t == UINT64_MAX && !p->whole)
 			return fail_part(p, SK_EIO, "%s: the server gives no "
@@ -547,12 +577,18 @@ check_response(struct part *p)
 	if ((s->etag[0] != '\0' && strcmp(s->etag, p->etag) != 0) ||
 	    (s->etag[0] == '\0' && s->lastmod[0] != '\0' &&
 	    strcmp(s->lastmod, p->lastmod) != 0) ||
-	    (t != UINT64_MAX && t != s->size))
+	    (t != UINT64_MAX && t != s->size)) {
+		char now[32];
+
+		if (t == UINT64_MAX)
+			snprintf(now, sizeof now, "?");
+		else
+			snprintf(now, sizeof now, "%" PRIu64, t);
 		return fail_part(p, SK_ECHANGED, "%s: the object changed while "
 		    "it was read (ETag %s, %" PRIu64 " bytes, now %s, %s "
 		    "bytes)", s->display, s->etag[0] ? s->etag : "none",
-		    s->size, p->etag[0] ? p->etag : "none", t == UINT64_MAX ?
-		    "?" : p->crange[0] ? strrchr(p->crange, '/') + 1 : "?");
+		    s->size, p->etag[0] ? p->etag : "none", now);
+	}
 	return 0;
 }
 
@@ -580,15 +616,13 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
-	if (p->status != 200 && p->status != 206)
-		return len;	/* an error page: judged when it ends */
-	ADD(bytes, len);
-	if (p->discard > 0) {
-		take = p->discard < len ? (size_t)p->discard : len;
-		p->discard -= take;
-		data += take;
-		len -= take;
+	if (p->status != 200 && p->status != 206) {
+		/* An error page: judged by its status in finish(); an endless
+		 * one is cut after 64 KiB. */
+		p->error_body += len;
+		return p->error_body > 65536 ? 0 : len;
 	}
+	ADD(bytes, len);
 	if (p->complete || len == 0)
 		return size * n;
 	room = p->len - p->have;
@@ -628,8 +662,9 @@ set_state(struct part *p, int state)
 	pthread_mutex_unlock(&p->s->mu);
 }
 
-/* Set up the easy handle for the next attempt and give it to the multi. */
-static void
+/* Set up the easy handle for the next attempt and give it to the multi:
+ * 0, or -1 with the part's error set (the caller hands it back). */
+static int
 start_attempt(struct part *p)
 {
 	struct sk__stream *s = p->s;
@@ -642,18 +677,16 @@ start_attempt(struct part *p)
 	else
 		curl_easy_reset(p->easy);
 	e = p->easy;
-	if (e == NULL) {
-		fail_part(p, SK_ENOMEM, "out of memory");
-		set_state(p, P_FAILED);
-		return;
-	}
+	if (e == NULL)
+		return fail_part(p, SK_ENOMEM, "out of memory"), -1;
 	curl_slist_free_all(p->hdrs);
 	p->hdrs = NULL;
 	p->status = 0;
 	p->checked = 0;
-	p->discard = 0;
 	p->last_byte = 0;
 	p->stalled = 0;
+	p->error_body = 0;
+	p->attempt_have = p->have;
 	p->clength = -1;
 	p->retry_after = -1;
 	p->curlerr[0] = '\0';
@@ -667,7 +700,9 @@ start_attempt(struct part *p)
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, p);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	/* An https source is never sent on over plain http. */
+	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
+	    strncmp(s->url, "https:", 6) == 0 ? "https" : "http,https");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
@@ -706,23 +741,38 @@ start_attempt(struct part *p)
 		/* If-Match on a strong ETag: a changed object is a 412 rather
 		 * than bytes of another version (weak ones cannot match). */
 		if (s->meta && s->etag[0] == '"') {
-			char h[160];
+			char h[300];
 
 			snprintf(h, sizeof h, "If-Match: %s", s->etag);
+			p->hdrs = curl_slist_append(NULL, h);
+		} else if (s->meta && s->etag[0] == '\0' &&
+		    s->lastmod[0] != '\0') {
+			/* No ETag: Last-Modified is the version (to the
+			 * second, RFC 9110 13.1.4). */
+			char h[100];
+
+			snprintf(h, sizeof h, "If-Unmodified-Since: %s",
+			    s->lastmod);
 			p->hdrs = curl_slist_append(NULL, h);
 		}
 		pthread_mutex_unlock(&s->mu);
 		if (p->hdrs != NULL)
 			curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->hdrs);
 	}
+	p->t_attempt = now_ns();
 	if (p->attempts == 0)
-		p->t_first = now_ns();
+		p->t_first = p->t_attempt;
 	p->attempts++;
 	ADD(requests, 1);
+	if (curl_multi_add_handle(eng.multi, e) != CURLM_OK) {
+		fail_part(p, SK_ENOMEM, "%s: cannot start a transfer",
+		    s->display);
+		return -1;
+	}
 	set_state(p, P_RUNNING);
 	p->rnext = eng.running;
 	eng.running = p;
-	curl_multi_add_handle(eng.multi, e);
+	return 0;
 }
 
 static void unlink_running(struct part *p);
@@ -748,6 +798,10 @@ hand_back(struct part *p, int state)
 	}
 	if (state == P_FAILED)
 		ADD(failures, 1);
+	if (p->again > 0)
+		ADD(refetched, p->again < p->have ? p->again : p->have);
+	if (p->off + p->have > s->high)
+		s->high = p->off + p->have;
 	p->state = state;
 	p->engine = 0;
 	s->inflight--;
@@ -816,7 +870,49 @@ finish(struct part *p, CURLcode cc)
 		hand_back(p, P_FAILED);
 		return;
 	}
-	if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && p->complete)) {
+	if (p->status >= 200 && p->status != 200 && p->status != 206) {
+		/* A final status that is not a body of the object: judged by
+		 * the status, whatever became of its body (cut, stalled). */
+		if (p->status == 416 && p->first && !p->whole) {
+			/* An empty object has no byte 0 to ask for. */
+			pthread_mutex_lock(&s->mu);
+			if (strcmp(p->crange, "bytes */0") == 0 && !s->meta) {
+				s->size = 0;
+				snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+				s->meta = 1;
+				p->len = 0;
+				pthread_mutex_unlock(&s->mu);
+				hand_back(p, P_DONE);
+				return;
+			}
+			pthread_mutex_unlock(&s->mu);
+			fail_part(p, SK_EIO, "%s: HTTP 416 (range not "
+			    "satisfiable) for its first bytes", s->display);
+		} else if (p->status == 416) {
+			fail_part(p, SK_ECHANGED, "%s: HTTP 416 for bytes from %"
+			    PRIu64 ": the object shrank while it was read",
+			    s->display, p->off + p->have);
+		} else if (p->status == 404 || p->status == 410) {
+			fail_part(p, SK_ENOENT, "%s: HTTP %ld: no such object",
+			    s->display, p->status);
+		} else if (p->status == 401 || p->status == 403) {
+			fail_part(p, SK_EACCES, "%s: HTTP %ld: access denied",
+			    s->display, p->status);
+		} else if (p->status == 412) {
+			fail_part(p, SK_ECHANGED, "%s: HTTP 412: the object "
+			    "changed while it was read (it no longer has %s %s)",
+			    s->display, s->etag[0] ? "ETag" : "Last-Modified",
+			    s->etag[0] ? s->etag : s->lastmod);
+		} else if (p->status == 408 || p->status == 429 ||
+		    p->status >= 500) {
+			cause = p->status == 429 ? SK_RETRY_429 : SK_RETRY_5XX;
+			retry = 1;
+			snprintf(why, sizeof why, "HTTP %ld", p->status);
+		} else {
+			fail_part(p, SK_EIO, "%s: HTTP %ld", s->display,
+			    p->status);
+		}
+	} else if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && p->complete)) {
 		if (p->status == 200 || p->status == 206) {
 			if (p->whole || p->have == p->len ||
 			    (p->first && s->meta > 0 && p->len == 0)) {
@@ -829,46 +925,14 @@ finish(struct part *p, CURLcode cc)
 			retry = 1;
 			snprintf(why, sizeof why, "the body ended after %" PRIu64
 			    " of %" PRIu64 " bytes", p->have, p->len);
-		} else if (p->status == 416 && p->first && !p->whole) {
-			/* An empty object has no byte 0 to ask for. */
-			pthread_mutex_lock(&s->mu);
-			if (strncmp(p->crange, "bytes */", 8) == 0 &&
-			    strcmp(p->crange + 8, "0") == 0 && !s->meta) {
-				s->size = 0;
-				snprintf(s->etag, sizeof s->etag, "%s", p->etag);
-				s->meta = 1;
-				p->len = 0;
-				pthread_mutex_unlock(&s->mu);
-				hand_back(p, P_DONE);
-				return;
-			}
-			pthread_mutex_unlock(&s->mu);
-			fail_part(p, SK_EIO, "%s: HTTP 416 (range not "
-			    "satisfiable) for bytes %" PRIu64 "-", s->display,
-			    p->off + p->have);
-		} else if (p->status == 404 || p->status == 410) {
-			fail_part(p, SK_ENOENT, "%s: HTTP %ld: no such object",
-			    s->display, p->status);
-		} else if (p->status == 401 || p->status == 403) {
-			fail_part(p, SK_EACCES, "%s: HTTP %ld: access denied",
-			    s->display, p->status);
-		} else if (p->status == 412) {
-			fail_part(p, SK_ECHANGED, "%s: HTTP 412: the object "
-			    "changed while it was read (it no longer has ETag "
-			    "%s)", s->display, s->etag);
-		} else if (p->status == 429 || p->status >= 500) {
-			cause = p->status == 429 ? SK_RETRY_429 : SK_RETRY_5XX;
-			retry = 1;
-			snprintf(why, sizeof why, "HTTP %ld", p->status);
 		} else {
-			fail_part(p, SK_EIO, "%s: HTTP %ld", s->display,
-			    p->status);
+			fail_part(p, SK_EIO, "%s: no HTTP response", s->display);
 		}
 	} else if (p->stalled) {
 		retry = 1;
 		cause = SK_RETRY_STALL;
-		snprintf(why, sizeof why, "no byte for %.0f s after %" PRIu64
-		    " of %" PRIu64, eng.cfg.stall_timeout, p->have, p->len);
+		snprintf(why, sizeof why, "no byte for the stall timeout after "
+		    "%" PRIu64 " of %" PRIu64, p->have, p->len);
 	} else if (retryable_curl(cc, &cause)) {
 		retry = 1;
 		snprintf(why, sizeof why, "%s", p->curlerr[0] ? p->curlerr :
@@ -894,6 +958,13 @@ finish(struct part *p, CURLcode cc)
 		return;
 	}
 
+	/* An attempt that got bytes starts the count over: a flaky link
+	 * that keeps making progress is not given up on, one that makes
+	 * none is, after retry_time or the attempts. */
+	if (p->have > p->attempt_have) {
+		p->attempts = 1;
+		p->t_first = now_ns();
+	}
 	/* Exponential backoff with full jitter; Retry-After if longer. */
 	pthread_mutex_lock(&eng.mu);
 	left = eng.cfg.retry_time;
@@ -957,15 +1028,30 @@ static void
 check_stalls(uint64_t now)
 {
 	struct part *p, *next;
-	uint64_t limit;
+	uint64_t limit, slow;
 
 	pthread_mutex_lock(&eng.mu);
 	limit = (uint64_t)(eng.cfg.stall_timeout * 1e9);
+	slow = (uint64_t)((eng.cfg.stall_timeout + eng.cfg.retry_time) * 1e9);
 	pthread_mutex_unlock(&eng.mu);
 	for (p = eng.running; p != NULL; p = next) {
 		next = p->rnext;
 		if (p->last_byte == 0 || __atomic_load_n(&p->cancel,
-		    __ATOMIC_RELAXED) || now - p->last_byte < limit)
+		    __ATOMIC_RELAXED))
+			continue;
+		if (now - p->t_attempt > slow + (uint64_t)((p->len + 65536) /
+		    MIN_RATE * 1e9) && !p->whole) {
+			/* Bytes trickle in, never a stall, never an end:
+			 * nothing may wait forever. */
+			unlink_running(p);
+			fail_part(p, SK_ENETWORK, "%s: slower than %d bytes/s "
+			    "for %.0f s (%" PRIu64 " of %" PRIu64 " bytes)",
+			    p->s->display, MIN_RATE, (double)(now -
+			    p->t_attempt) / 1e9, p->have, p->len);
+			hand_back(p, P_FAILED);
+			continue;
+		}
+		if (now - p->last_byte < limit)
 			continue;
 		p->stalled = 1;
 		unlink_running(p);
@@ -1005,8 +1091,7 @@ engine_main(void *arg)
 		for (; p != NULL; p = next) {
 			next = p->next;
 			p->next = NULL;
-			start_attempt(p);
-			if (p->state == P_FAILED)
+			if (start_attempt(p) != 0)
 				hand_back(p, P_FAILED);
 		}
 		for (p = cancels; p != NULL; p = next) {
@@ -1031,8 +1116,7 @@ engine_main(void *arg)
 			if (p->due <= now) {
 				*pp = p->next;
 				p->next = NULL;
-				start_attempt(p);
-				if (p->state == P_FAILED)
+				if (start_attempt(p) != 0)
 					hand_back(p, P_FAILED);
 				continue;
 			}
@@ -1102,7 +1186,8 @@ submit(struct sk__stream *s, struct part *p)
 static void
 drop(struct sk__stream *s, struct part *p)
 {
-	(void)s;
+	if (p->off + p->have > s->high)
+		s->high = p->off + p->have;
 	if (p->engine) {
 		__atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
 		engine_queue(p, 1);
@@ -1123,6 +1208,8 @@ top_up(struct sk__stream *s)
 			len = s->part_size;
 		if ((p = part_new(s, s->next_off, len, (size_t)len)) == NULL)
 			return SK_ENOMEM;
+		if (p->off < s->high)
+			p->again = s->high - p->off;
 		s->win[s->nwin++] = p;
 		s->next_off += len;
 		submit(s, p);
@@ -1315,7 +1402,8 @@ sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
 	p->whole = 1;
 	p->first = 1;
 	submit(s, p);
-	while (p->state != P_DONE && p->state != P_FAILED)
+	/* Until the engine let go of it, not just until its state says so. */
+	while (p->engine)
 		wait_net(s);
 	pthread_mutex_unlock(&s->mu);
 	if (p->state == P_FAILED)

@@ -243,10 +243,17 @@ static int
 parse_http(const char *text, const char *rest, struct sk_url *u,
     struct sk_error *err)
 {
-	const char *slash = strchr(rest, '/'), *hostend, *colon = NULL;
+	const char *slash, *hostend, *colon = NULL, *at;
 	char *end;
 	long port;
 
+	/* RFC 3986 3.2.1: userinfo@ before the host; libcurl sends it. */
+	slash = rest + strcspn(rest, "/?#");
+	for (at = slash; at > rest && at[-1] != '@'; at--)
+		;
+	if (at > rest)
+		rest = at;
+	slash = strchr(rest, '/');
 	if (slash == NULL)
 		slash = rest + strlen(rest);
 	if (rest[0] == '[') {
@@ -307,8 +314,13 @@ sk_url_parse(const char *text, struct sk_url *u, struct sk_error *err)
 		rc = u->path ? 0 : SK_ENOMEM;
 	} else if (strncmp(text, "http://", 7) == 0 ||
 	    strncmp(text, "https://", 8) == 0) {
+		char *shown = sk_url_redact(text);
+
 		u->scheme = text[4] == 's' ? SK_SCHEME_HTTPS : SK_SCHEME_HTTP;
-		rc = parse_http(text, rest, u, err);
+		/* Messages show the URL without its password. */
+		rc = parse_http(shown != NULL ? shown : "the URL", rest, u,
+		    err);
+		free(shown);
 	} else if (strncmp(text, "gs://", 5) == 0 ||
 	    strncmp(text, "s3://", 5) == 0) {
 		u->scheme = text[0] == 'g' ? SK_SCHEME_GS : SK_SCHEME_S3;

@@ -522,21 +522,23 @@ count_main(void *arg)
 
 /*
  * A pattern or a folder gives no counts to plan with, so every shard is
- * read once at open, several at a time: over a network one after another
- * would cost a round trip and a whole transfer each. A manifest avoids it.
+ * read once at open, io_streams at a time: over a network one after
+ * another would cost a round trip and a whole transfer each. A manifest
+ * avoids it.
  */
 static int
 count_all(sk_loader *l)
 {
 	struct counting c;
-	pthread_t t[16];
+	pthread_t t[256];
 	size_t i, nt;
 	int remote;
 
 	remote = strncmp(l->shards[0].url, "http://", 7) == 0 ||
 	    strncmp(l->shards[0].url, "https://", 8) == 0;
-	nt = remote ? 16 : (size_t)(l->cfg.io_streams > 0 ?
-	    l->cfg.io_streams : 2);
+	/* As many as the I/O streams: the memory bound of shardkit(3) holds
+	 * (each remote stream keeps its parts in flight). */
+	nt = (size_t)(l->cfg.io_streams > 0 ? l->cfg.io_streams : 2);
 	if (nt > sizeof t / sizeof t[0])
 		nt = sizeof t / sizeof t[0];
 	if (nt > l->nshards)
@@ -561,6 +563,18 @@ count_all(sk_loader *l)
 	if (c.rc != 0)
 		return sk__fatal(&l->h, c.rc, "%s", c.err.msg);
 	return 0;
+}
+
+static int
+no_shards(sk_loader *l, const char *source)
+{
+	char *shown = sk_url_redact(source);
+	int rc;
+
+	rc = sk__fatal(&l->h, SK_EINVAL, "%s: no shards", shown != NULL ?
+	    shown : "the source");
+	free(shown);
+	return rc;
 }
 
 /* Messages name a shard without the credentials its URL may carry. */
@@ -601,8 +615,7 @@ sk__load_shards(sk_loader *l)
 			return sk__fatal(&l->h, rc, "%s", err.msg);
 		if (m.nshards == 0) {
 			sk_manifest_free(&m);
-			return sk__fatal(&l->h, SK_EINVAL, "%s: no shards",
-			    c->manifest);
+			return no_shards(l, c->manifest);
 		}
 		if ((l->shards = calloc(m.nshards, sizeof *l->shards)) ==
 		    NULL) {
@@ -637,7 +650,7 @@ sk__load_shards(sk_loader *l)
 		return sk__fatal(&l->h, rc, "%s", err.msg);
 	if (urls.n == 0) {
 		sk_strlist_free(&urls);
-		return sk__fatal(&l->h, SK_EINVAL, "%s: no shards", c->urls);
+		return no_shards(l, c->urls);
 	}
 	if ((l->shards = calloc(urls.n, sizeof *l->shards)) == NULL) {
 		sk_strlist_free(&urls);

@@ -381,3 +381,25 @@ TEST(manifest_resolve_urls)
 	expect_resolve(__LINE__, "https://h/in.json", "gs://b/in-0.tar",
 	    "gs://b/in-0.tar");
 }
+
+/* userinfo is not the host and never reaches a message */
+TEST(url_parse_userinfo)
+{
+	struct sk_error err = { 0 };
+	struct sk_url u;
+	int rc;
+
+	rc = sk_url_parse("https://user:secret@h.example:8443/a/b.tar", &u,
+	    &err);
+	if (rc != 0)
+		t_fail(__FILE__, __LINE__, "rc %d: %s", rc, err.msg);
+	if (strcmp(u.host, "h.example") != 0 || u.port != 8443 ||
+	    strcmp(u.path, "/a/b.tar") != 0)
+		t_fail(__FILE__, __LINE__, "host %s port %d path %s", u.host,
+		    u.port, u.path);
+	sk_url_free(&u);
+	rc = sk_url_parse("https://user:secret@h:99999/x", &u, &err);
+	if (rc != SK_EINVAL || strstr(err.msg, "secret") != NULL ||
+	    strstr(err.msg, "bad port") == NULL)
+		t_fail(__FILE__, __LINE__, "rc %d: %s", rc, err.msg);
+}
