@@ -80,7 +80,11 @@ struct sk__stream {
 	pthread_cond_t cond;
 	char *url;		/* for curl */
 	char *display;		/* for messages */
-	int meta;		/* size and version known (or failed) */
+	int meta;		/* size and version known (1), or a part
+				 * failed before they were (-1: err) */
+	int ready;		/* the window was set to the size */
+	int err_code;
+	char err[SK_ERRMSG_MAX];
 	uint64_t size;
 	char etag[256], lastmod[64];
 	struct part *win[MAX_PARTS];	/* in flight or buffered, in order */
@@ -569,9 +573,6 @@ check_response(struct part *p)
 		snprintf(s->lastmod, sizeof s->lastmod, "%s", p->lastmod);
 		s->meta = 1;
 		pthread_cond_broadcast(&s->cond);
-		if (p->first && !p->whole && p->len > s->size - p->off)
-			p->len = s->size - p->off;
-		return 0;
 	}
 	/* A changed object: never mix the bytes of two versions. */
 	if ((s->etag[0] != '\0' && strcmp(s->etag, p->etag) != 0) ||
@@ -589,6 +590,10 @@ check_response(struct part *p)
 		    "bytes)", s->display, s->etag[0] ? s->etag : "none",
 		    s->size, p->etag[0] ? p->etag : "none", now);
 	}
+	/* Parts are asked for before the size is known: the one that
+	 * holds the end is cut there. */
+	if (!p->whole && p->off + p->len > s->size)
+		p->len = p->off < s->size ? s->size - p->off : 0;
 	return 0;
 }
 
@@ -806,7 +811,11 @@ hand_back(struct part *p, int state)
 	p->engine = 0;
 	s->inflight--;
 	if (state == P_FAILED && !s->meta) {
-		s->meta = -1;	/* the reader waiting at open takes the error */
+		/* The reader waiting for the size takes this error. */
+		s->meta = -1;
+		s->err_code = p->code ? p->code : SK_EIO;
+		snprintf(s->err, sizeof s->err, "%s", p->err[0] ? p->err :
+		    "the first request failed");
 	}
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->mu);
@@ -873,19 +882,34 @@ finish(struct part *p, CURLcode cc)
 	if (p->status >= 200 && p->status != 200 && p->status != 206) {
 		/* A final status that is not a body of the object: judged by
 		 * the status, whatever became of its body (cut, stalled). */
-		if (p->status == 416 && p->first && !p->whole) {
-			/* An empty object has no byte 0 to ask for. */
+		unsigned long long tot;
+		char rest;
+
+		if (p->status == 416 && !p->whole &&
+		    sscanf(p->crange, "bytes */%llu%c", &tot, &rest) == 1 &&
+		    p->off >= tot) {
+			/* Asked for past the end (parts go out before the
+			 * size is known; an empty object has no byte 0). */
 			pthread_mutex_lock(&s->mu);
-			if (strcmp(p->crange, "bytes */0") == 0 && !s->meta) {
+			if (!s->meta && p->off == 0) {
 				s->size = 0;
 				snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+				snprintf(s->lastmod, sizeof s->lastmod, "%s",
+				    p->lastmod);
 				s->meta = 1;
+			}
+			if (s->meta > 0 && tot != s->size) {
+				pthread_mutex_unlock(&s->mu);
+				fail_part(p, SK_ECHANGED, "%s: the object changed "
+				    "while it was read (%" PRIu64 " bytes, now "
+				    "%llu)", s->display, s->size, tot);
+			} else {
 				p->len = 0;
 				pthread_mutex_unlock(&s->mu);
 				hand_back(p, P_DONE);
 				return;
 			}
-			pthread_mutex_unlock(&s->mu);
+		} else if (p->status == 416 && p->off == 0) {
 			fail_part(p, SK_EIO, "%s: HTTP 416 (range not "
 			    "satisfiable) for its first bytes", s->display);
 		} else if (p->status == 416) {
@@ -914,8 +938,7 @@ finish(struct part *p, CURLcode cc)
 		}
 	} else if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && p->complete)) {
 		if (p->status == 200 || p->status == 206) {
-			if (p->whole || p->have == p->len ||
-			    (p->first && s->meta > 0 && p->len == 0)) {
+			if (p->whole || p->have == p->len) {
 				if (p->whole)
 					p->len = p->have;
 				hand_back(p, P_DONE);
@@ -1202,7 +1225,7 @@ top_up(struct sk__stream *s)
 	struct part *p;
 	uint64_t len;
 
-	while (s->nwin < s->parts && s->next_off < s->size) {
+	while (s->ready && s->nwin < s->parts && s->next_off < s->size) {
 		len = s->size - s->next_off;
 		if (len > s->part_size)
 			len = s->part_size;
@@ -1261,43 +1284,98 @@ wait_net(struct sk__stream *s)
 	ADD(wait_ns, now_ns() - t0);
 }
 
+/*
+ * Ask for the first parts and return. Without a size hint that is one
+ * part: its response gives the size, and the rest follow. With one (a
+ * manifest's filesize), parts of at most part_size, at least 256 KiB and
+ * small enough that the object fills the parts in flight, all go out at
+ * once: no round trip waits for the size.
+ */
 int
-sk__stream_open(struct sk__stream **out, const char *url,
-    const char *display, struct sk_error *err)
+sk__stream_start(struct sk__stream **out, const char *url,
+    const char *display, uint64_t hint, struct sk_error *err)
 {
 	struct sk__stream *s;
 	struct part *p;
-	int rc;
+	uint64_t ps, off = 0;
+	int rc, i, n = 1;
 
 	*out = NULL;
 	if ((rc = engine_get(err)) != 0)
 		return rc;
 	if ((s = stream_new(url, display)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (hint > 0) {
+		ps = (hint + (uint64_t)s->parts - 1) / (uint64_t)s->parts;
+		if (ps < (256u << 10))
+			ps = 256u << 10;
+		if (ps < s->part_size)
+			s->part_size = ps;
+		n = (int)((hint + s->part_size - 1) / s->part_size);
+		if (n > s->parts)
+			n = s->parts;
+	}
 	pthread_mutex_lock(&s->mu);
-	if ((p = part_new(s, 0, s->part_size, (size_t)s->part_size)) == NULL) {
-		pthread_mutex_unlock(&s->mu);
-		stream_free(s);
+	for (i = 0; i < n; i++) {
+		if ((p = part_new(s, off, s->part_size,
+		    (size_t)s->part_size)) == NULL)
+			break;
+		p->first = i == 0;
+		s->win[s->nwin++] = p;
+		submit(s, p);
+		off += s->part_size;
+	}
+	s->next_off = off;
+	pthread_mutex_unlock(&s->mu);
+	if (i == 0) {
+		sk__stream_close(s);
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
-	p->first = 1;
-	s->win[s->nwin++] = p;
-	submit(s, p);
+	*out = s;
+	return 0;
+}
+
+/* Wait for the size and version; then the window follows the size. */
+int
+sk__stream_wait(struct sk__stream *s, struct sk_error *err)
+{
+	int rc = 0, i, k;
+
+	pthread_mutex_lock(&s->mu);
 	while (s->meta == 0)
 		wait_net(s);
-	if (s->meta < 0) {
-		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
-		    p->err[0] ? p->err : "the first request failed");
-		pthread_mutex_unlock(&s->mu);
+	if (s->meta < 0)
+		rc = sk_error_set(err, s->err_code, "%s", s->err);
+	else if (!s->ready) {
+		/* Parts asked for past the end are not wanted. */
+		for (i = k = 0; i < s->nwin; i++)
+			if (s->win[i]->off >= s->size && i > 0)
+				drop(s, s->win[i]);
+			else
+				s->win[k++] = s->win[i];
+		s->nwin = k;
+		if (s->next_off > s->size)
+			s->next_off = s->size;
+		s->ready = 1;
+		if ((rc = top_up(s)) != 0)
+			rc = sk_error_set(err, rc, "out of memory");
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int
+sk__stream_open(struct sk__stream **out, const char *url,
+    const char *display, struct sk_error *err)
+{
+	struct sk__stream *s;
+	int rc;
+
+	if ((rc = sk__stream_start(&s, url, display, 0, err)) != 0)
+		return rc;
+	if ((rc = sk__stream_wait(s, err)) != 0) {
 		sk__stream_close(s);
 		return rc;
-	}
-	s->next_off = p->len;	/* check_response cut it to the size */
-	rc = top_up(s);
-	pthread_mutex_unlock(&s->mu);
-	if (rc != 0) {
-		sk__stream_close(s);
-		return sk_error_set(err, rc, "out of memory");
 	}
 	*out = s;
 	return 0;
@@ -1318,6 +1396,10 @@ sk__stream_pread(struct sk__stream *s, void *buf, size_t n, uint64_t off,
 	size_t take;
 	int i, k, rc = 0;
 
+	/* Opened ahead: the size comes first (only this reader sets
+	 * ready). */
+	if (!s->ready && (rc = sk__stream_wait(s, err)) != 0)
+		return rc;
 	if (off >= s->size || n == 0)
 		return 0;
 	pthread_mutex_lock(&s->mu);

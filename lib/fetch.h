@@ -26,7 +26,16 @@ struct sk__stream;
  */
 int sk__stream_open(struct sk__stream **out, const char *url,
     const char *display, struct sk_error *err);
-/* The object's size in bytes. */
+/*
+ * The same in two steps, for a reader that opens its next shard ahead of
+ * time: start asks for the first parts and returns at once (hint, the
+ * size a manifest gives, or 0, sizes them and sends them all before the
+ * first response); wait blocks for the size and version, or the error.
+ */
+int sk__stream_start(struct sk__stream **out, const char *url,
+    const char *display, uint64_t hint, struct sk_error *err);
+int sk__stream_wait(struct sk__stream *s, struct sk_error *err);
+/* The object's size in bytes (after a wait). */
 uint64_t sk__stream_size(const struct sk__stream *s);
 /* Up to n bytes at off: bytes copied, 0 at the end, < 0 with err set.
  * Reading past the parts in flight moves the window there. */

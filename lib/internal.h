@@ -49,6 +49,10 @@ int sk__verror_set(struct sk_error *err, int code, const char *fmt,
 struct sk__source_ops {
 	const char *name;
 	int (*open)(sk_source *s, const struct sk_url *u);
+	/* Optional: start opening (the first bytes asked for, the size hint
+	 * of a manifest or 0) and return; ready waits for the open. */
+	int (*open_ahead)(sk_source *s, const struct sk_url *u, uint64_t hint);
+	int (*ready)(sk_source *s);
 	int64_t (*pread)(sk_source *s, void *buf, size_t n, uint64_t off);
 	int (*size)(sk_source *s, uint64_t *size);
 	void (*close)(sk_source *s);
@@ -63,6 +67,15 @@ struct sk_source {
 	uint64_t pos;		/* the sequential read position */
 	void *impl;		/* the backend's state */
 };
+
+/*
+ * Open a source ahead of its use: a remote one asks for its first parts
+ * and returns at once (hint: the size a manifest gives, or 0). Like
+ * sk_source_open, *out holds a handle even on failure. sk__source_ready
+ * waits until it is open, and fails the handle as sk_source_open would.
+ */
+int sk__source_open_ahead(sk_source **out, const char *url, uint64_t hint);
+int sk__source_ready(sk_source *s);
 
 extern const struct sk__source_ops sk__source_file_ops;
 extern const struct sk__source_ops sk__source_http_ops;

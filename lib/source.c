@@ -24,8 +24,8 @@ backend(enum sk_scheme scheme)
 	}
 }
 
-int
-sk_source_open(sk_source **out, const char *url)
+static int
+source_open(sk_source **out, const char *url, int ahead, uint64_t hint)
 {
 	struct sk_url u;
 	struct sk_error err;
@@ -48,9 +48,34 @@ sk_source_open(sk_source **out, const char *url)
 		rc = sk__fatal(&s->h, SK_EUNSUPPORTED,
 		    "%s: %s:// sources are not built into this shardkit", url,
 		    sk_scheme_name(u.scheme));
-	else if ((rc = s->ops->open(s, &u)) != 0)
+	else if ((rc = ahead && s->ops->open_ahead != NULL ?
+	    s->ops->open_ahead(s, &u, hint) : s->ops->open(s, &u)) != 0)
 		s->h.state = SK__STATE_FATAL;
 	sk_url_free(&u);
+	return rc;
+}
+
+int
+sk_source_open(sk_source **out, const char *url)
+{
+	return source_open(out, url, 0, 0);
+}
+
+int
+sk__source_open_ahead(sk_source **out, const char *url, uint64_t hint)
+{
+	return source_open(out, url, 1, hint);
+}
+
+int
+sk__source_ready(sk_source *s)
+{
+	int rc;
+
+	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
+		return rc;
+	if (s->ops->ready != NULL && (rc = s->ops->ready(s)) != 0)
+		s->h.state = SK__STATE_FATAL;
 	return rc;
 }
 

@@ -15,7 +15,7 @@
 #define LIST_MAX_BYTES	((size_t)64 << 20)
 
 static int
-http_open(sk_source *s, const struct sk_url *u)
+http_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 {
 	struct sk__stream *st = NULL;
 	struct sk_error err;
@@ -26,13 +26,34 @@ http_open(sk_source *s, const struct sk_url *u)
 	/* Messages name the URL without its secrets. */
 	if ((display = sk_url_redact(s->url)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
-	rc = sk__stream_open(&st, s->url, display, &err);
+	rc = sk__stream_start(&st, s->url, display, hint, &err);
 	free(s->url);
 	s->url = display;
 	if (rc != 0)
 		return sk__fail(&s->h, rc, "%s", err.msg);
 	s->impl = st;
 	return 0;
+}
+
+static int
+http_ready(sk_source *s)
+{
+	struct sk_error err;
+	int rc;
+
+	if ((rc = sk__stream_wait(s->impl, &err)) != 0)
+		return sk__fail(&s->h, rc, "%s", err.msg);
+	return 0;
+}
+
+static int
+http_open(sk_source *s, const struct sk_url *u)
+{
+	int rc;
+
+	if ((rc = http_open_ahead(s, u, 0)) != 0)
+		return rc;
+	return http_ready(s);
 }
 
 static int64_t
@@ -50,6 +71,10 @@ http_pread(sk_source *s, void *buf, size_t n, uint64_t off)
 static int
 http_size(sk_source *s, uint64_t *size)
 {
+	int rc;
+
+	if ((rc = http_ready(s)) != 0)
+		return rc;
 	*size = sk__stream_size(s->impl);
 	return 0;
 }
@@ -169,6 +194,8 @@ http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 const struct sk__source_ops sk__source_http_ops = {
 	.name = "http",
 	.open = http_open,
+	.open_ahead = http_open_ahead,
+	.ready = http_ready,
 	.pread = http_pread,
 	.size = http_size,
 	.close = http_close,

@@ -253,25 +253,23 @@ count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
  */
 static void
 io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
-    const struct item *it)
+    const struct item *it, sk_source *src, int rc)
 {
 	const char *url = l->shards[it->shard].url;
-	const char *fetch = l->shards[it->shard].fetch_url != NULL ?
-	    l->shards[it->shard].fetch_url : url;
 	const uint64_t last = it->first + it->count;
-	sk_source *src = NULL;
 	sk_sample_reader *r = NULL;
 	struct sk_sample_reader_opts ropts;
 	struct sk_sample smp;
 	struct lsample *cur = NULL, *s;
 	char errbuf[SK_ERRMSG_MAX];
 	uint64_t idx = 0, pos = 0, start_off = 0, end_off = 0, counted = 0, t0;
-	int rc, have_start = 0;
+	int have_start = 0;
 
 	memset(&smp, 0, sizeof smp);
 	t0 = sk__now_ns();
 	errbuf[0] = '\0';
-	if ((rc = sk_source_open(&src, fetch)) != 0) {
+	/* Opened ahead by io_main: now its first bytes are needed. */
+	if (rc != 0 || (rc = sk__source_ready(src)) != 0) {
 		/* A missing shard is an error, never a skip. */
 		snprintf(errbuf, sizeof errbuf, "%s", src != NULL ?
 		    sk_errmsg(src) : "out of memory");
@@ -405,6 +403,17 @@ out:
 	sk__squeue_push(l, q, s);
 }
 
+/* Start opening an item's shard; a remote one sizes its first parts by
+ * the manifest's filesize. *src holds a handle even on failure. */
+static int
+open_item(sk_loader *l, const struct item *it, sk_source **src)
+{
+	const struct shardinfo *sh = &l->shards[it->shard];
+
+	return sk__source_open_ahead(src, sh->fetch_url != NULL ?
+	    sh->fetch_url : sh->url, sh->filesize);
+}
+
 /* I/O thread t streams items t, t + K, t + 2K, ... of every epoch into its
  * own queue, which the dispatcher drains in item order. */
 void *
@@ -412,9 +421,10 @@ sk__io_main(void *arg)
 {
 	struct iothread *io = arg;
 	sk_loader *l = io->l;
+	sk_source *src = NULL, *next;
 	struct eplan *p;
 	size_t i, n;
-	int e;
+	int e, rc = 0, next_rc;
 
 	for (e = 0; e < l->cfg.epochs && !sk__stopping(l); e++) {
 		/* The dispatcher frees the plan once it has the end marker
@@ -422,9 +432,26 @@ sk__io_main(void *arg)
 		 * and its size only under the lock. */
 		if ((p = sk__get_plan(l, e, &n)) == NULL)
 			continue;
-		for (i = (size_t)io->id; i < n && !sk__stopping(l);
-		    i += (size_t)l->nio)
-			io_item(l, &l->queues[io->id], p, &p->items[i]);
+		i = (size_t)io->id;
+		if (i < n)
+			rc = open_item(l, &p->items[i], &src);
+		for (; i < n && !sk__stopping(l); i += (size_t)l->nio) {
+			/* The next shard's first parts go out before this
+			 * one is read: its round trip hides behind this
+			 * one's bytes (the plan lives until this item's end
+			 * marker is pushed). */
+			next_rc = 0;
+			next = NULL;
+			if (i + (size_t)l->nio < n)
+				next_rc = open_item(l, &p->items[i +
+				    (size_t)l->nio], &next);
+			io_item(l, &l->queues[io->id], p, &p->items[i], src,
+			    rc);
+			src = next;
+			rc = next_rc;
+		}
+		sk_source_close(src);	/* stopped early */
+		src = NULL;
 	}
 	return NULL;
 }

@@ -518,7 +518,8 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 	 * shardkit(3), MEMORY: the I/O queues (prefetch, plus one sample
 	 * each over it), the shuffle buffer and the samples sent to workers
 	 * (encoded), the batch slots, the workers' scratch, and the plans;
-	 * remote shards add each stream's parts in flight.
+	 * remote shards add the parts in flight of each I/O thread's shard
+	 * and of the next one it opened ahead.
 	 */
 	avg = st->samples ? st->sample_bytes / st->samples :
 	    __atomic_load_n(&l->max_sample, __ATOMIC_RELAXED);
@@ -537,7 +538,9 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 		struct sk_fetch_config fc;
 
 		sk_fetch_get_config(&fc);
-		st->memory_bound += (uint64_t)l->nio * (uint64_t)fc.parts *
+		/* Each I/O thread reads one shard and opens the next
+		 * ahead. */
+		st->memory_bound += 2 * (uint64_t)l->nio * (uint64_t)fc.parts *
 		    fc.part_size;
 	}
 	return 0;
