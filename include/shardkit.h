@@ -193,6 +193,9 @@ struct sk_fetch_config {
 				 * $SSL_CERT_FILE, the system store) */
 };
 
+/* Freed part buffers the engine keeps for reuse, at most. */
+#define SK_FETCH_POOL_BYTES	((uint64_t)64 << 20)
+
 void sk_fetch_config_init(struct sk_fetch_config *c);
 /* Set the engine's options for the transfers that start from now on. */
 int sk_fetch_configure(const struct sk_fetch_config *c, struct sk_error *err);

@@ -390,6 +390,61 @@ engine_get(struct sk_error *err)
 	return 0;
 }
 
+/*
+ * Part buffers are megabytes, and malloc maps and unmaps each one: every
+ * byte then costs a page fault and a zeroed page. Freed ones wait here for
+ * the next part, POOL_MAX bytes at most (shardkit(3), MEMORY).
+ */
+#define POOL_MAX	((size_t)SK_FETCH_POOL_BYTES)
+
+struct pooled {
+	struct pooled *next;
+	size_t cap;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct pooled *head;
+	size_t bytes;
+} pool = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* A buffer of at least cap + 1 bytes. */
+static uint8_t *
+pool_get(size_t cap)
+{
+	struct pooled **pp, *b;
+
+	pthread_mutex_lock(&pool.mu);
+	for (pp = &pool.head; (b = *pp) != NULL; pp = &b->next)
+		if (b->cap >= cap && b->cap <= 2 * cap + 4096) {
+			*pp = b->next;
+			pool.bytes -= b->cap;
+			pthread_mutex_unlock(&pool.mu);
+			return (uint8_t *)b;
+		}
+	pthread_mutex_unlock(&pool.mu);
+	return malloc(cap + 1 > sizeof *b ? cap + 1 : sizeof *b);
+}
+
+static void
+pool_put(uint8_t *buf, size_t cap)
+{
+	struct pooled *b = (struct pooled *)(void *)buf;
+
+	if (buf == NULL)
+		return;
+	pthread_mutex_lock(&pool.mu);
+	if (cap >= sizeof *b && pool.bytes + cap <= POOL_MAX) {
+		b->cap = cap;
+		b->next = pool.head;
+		pool.head = b;
+		pool.bytes += cap;
+		buf = NULL;
+	}
+	pthread_mutex_unlock(&pool.mu);
+	free(buf);
+}
+
 static void
 part_free(struct part *p)
 {
@@ -398,7 +453,10 @@ part_free(struct part *p)
 	if (p->easy != NULL)
 		curl_easy_cleanup(p->easy);
 	curl_slist_free_all(p->hdrs);
-	free(p->buf);
+	if (p->whole)
+		free(p->buf);	/* grown by realloc: not the pool's */
+	else
+		pool_put(p->buf, p->cap);
 	free(p);
 }
 
@@ -1182,7 +1240,7 @@ part_new(struct sk__stream *s, uint64_t off, uint64_t len, size_t cap)
 
 	if ((p = calloc(1, sizeof *p)) == NULL)
 		return NULL;
-	if ((p->buf = malloc(cap + 1)) == NULL) {
+	if ((p->buf = pool_get(cap)) == NULL) {
 		free(p);
 		return NULL;
 	}
@@ -1388,8 +1446,8 @@ sk__stream_size(const struct sk__stream *s)
 }
 
 int64_t
-sk__stream_pread(struct sk__stream *s, void *buf, size_t n, uint64_t off,
-    struct sk_error *err)
+sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
+    uint64_t off, struct sk_error *err)
 {
 	struct part *p;
 	uint64_t at;
@@ -1439,9 +1497,22 @@ sk__stream_pread(struct sk__stream *s, void *buf, size_t n, uint64_t off,
 	}
 	take = p->have - at < n ? (size_t)(p->have - at) : n;
 	pthread_mutex_unlock(&s->mu);
-	/* Bytes below have are written once and never move. */
-	memcpy(buf, p->buf + at, take);
+	/* Bytes below have are written once and never move; the part
+	 * stays until this reader's next call. */
+	*ptr = p->buf + at;
 	return (int64_t)take;
+}
+
+int64_t
+sk__stream_pread(struct sk__stream *s, void *buf, size_t n, uint64_t off,
+    struct sk_error *err)
+{
+	const void *ptr;
+	int64_t got;
+
+	if ((got = sk__stream_peek(s, &ptr, n, off, err)) > 0)
+		memcpy(buf, ptr, (size_t)got);
+	return got;
 }
 
 void

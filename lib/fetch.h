@@ -41,6 +41,10 @@ uint64_t sk__stream_size(const struct sk__stream *s);
  * Reading past the parts in flight moves the window there. */
 int64_t sk__stream_pread(struct sk__stream *s, void *buf, size_t n,
     uint64_t off, struct sk_error *err);
+/* The same without the copy: *ptr points at up to n bytes at off, valid
+ * until the next call on s. */
+int64_t sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
+    uint64_t off, struct sk_error *err);
 /* Cancel what is in flight and free s once the engine let go of it. */
 void sk__stream_close(struct sk__stream *s);
 

@@ -54,6 +54,10 @@ struct sk__source_ops {
 	int (*open_ahead)(sk_source *s, const struct sk_url *u, uint64_t hint);
 	int (*ready)(sk_source *s);
 	int64_t (*pread)(sk_source *s, void *buf, size_t n, uint64_t off);
+	/* Optional: pread without the copy; *ptr stays valid until the
+	 * next call on the source. */
+	int64_t (*peek)(sk_source *s, const void **ptr, size_t n,
+	    uint64_t off);
 	int (*size)(sk_source *s, uint64_t *size);
 	void (*close)(sk_source *s);
 	int (*list)(const struct sk_url *u, const char *url,
@@ -76,6 +80,10 @@ struct sk_source {
  */
 int sk__source_open_ahead(sk_source **out, const char *url, uint64_t hint);
 int sk__source_ready(sk_source *s);
+/* A sequential read that hands out the source's own buffer when it has
+ * one (valid until the next call on s), else copies into buf. */
+int64_t sk__source_read_ptr(sk_source *s, const void **ptr, void *buf,
+    size_t n);
 
 extern const struct sk__source_ops sk__source_file_ops;
 extern const struct sk__source_ops sk__source_http_ops;

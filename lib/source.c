@@ -100,6 +100,24 @@ sk_source_read(sk_source *s, void *buf, size_t n)
 	return got;
 }
 
+int64_t
+sk__source_read_ptr(sk_source *s, const void **ptr, void *buf, size_t n)
+{
+	int64_t got;
+	int rc;
+
+	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
+		return rc;
+	if (s->ops->peek == NULL) {
+		*ptr = buf;
+		got = s->ops->pread(s, buf, n, s->pos);
+	} else
+		got = s->ops->peek(s, ptr, n, s->pos);
+	if (got > 0)
+		s->pos += (uint64_t)got;
+	return got;
+}
+
 int
 sk_source_seek(sk_source *s, uint64_t offset)
 {

@@ -68,6 +68,18 @@ http_pread(sk_source *s, void *buf, size_t n, uint64_t off)
 	return got;
 }
 
+static int64_t
+http_peek(sk_source *s, const void **ptr, size_t n, uint64_t off)
+{
+	struct sk_error err;
+	int64_t got;
+
+	got = sk__stream_peek(s->impl, ptr, n, off, &err);
+	if (got < 0)
+		return sk__fail(&s->h, (int)got, "%s", err.msg);
+	return got;
+}
+
 static int
 http_size(sk_source *s, uint64_t *size)
 {
@@ -197,6 +209,7 @@ const struct sk__source_ops sk__source_http_ops = {
 	.open_ahead = http_open_ahead,
 	.ready = http_ready,
 	.pread = http_pread,
+	.peek = http_peek,
 	.size = http_size,
 	.close = http_close,
 	.list = http_list,

@@ -44,15 +44,18 @@ static la_ssize_t
 read_cb(struct archive *a, void *arg, const void **out)
 {
 	struct sk_tar_reader *r = arg;
+	const void *ptr;
 	int64_t got;
 
-	got = sk_source_read(r->src, r->buf, READ_BUF);
+	/* A remote source lends its part buffer: libarchive needs it only
+	 * until its next read (one copy fewer per byte). */
+	got = sk__source_read_ptr(r->src, &ptr, r->buf, READ_BUF);
 	if (got < 0) {
 		r->src_rc = (int)got;
 		archive_set_error(a, -1, "%s", sk_errmsg(r->src));
 		return -1;
 	}
-	*out = r->buf;
+	*out = ptr;
 	return (la_ssize_t)got;
 }
 

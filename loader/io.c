@@ -210,7 +210,7 @@ count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
 {
 	struct shardinfo *sh = &l->shards[it->shard];
 	uint64_t extra = 0;
-	int rc;
+	int rc = 0;
 
 	/* Once per shard, not once per epoch. */
 	if (__atomic_exchange_n(&sh->tail_read, 1, __ATOMIC_RELAXED))

@@ -519,7 +519,8 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 	 * each over it), the shuffle buffer and the samples sent to workers
 	 * (encoded), the batch slots, the workers' scratch, and the plans;
 	 * remote shards add the parts in flight of each I/O thread's shard
-	 * and of the next one it opened ahead.
+	 * and of the next one it opened ahead, and the fetch engine's pool
+	 * of freed part buffers.
 	 */
 	avg = st->samples ? st->sample_bytes / st->samples :
 	    __atomic_load_n(&l->max_sample, __ATOMIC_RELAXED);
@@ -541,7 +542,7 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 		/* Each I/O thread reads one shard and opens the next
 		 * ahead. */
 		st->memory_bound += 2 * (uint64_t)l->nio * (uint64_t)fc.parts *
-		    fc.part_size;
+		    fc.part_size + SK_FETCH_POOL_BYTES;
 	}
 	return 0;
 }
