@@ -158,7 +158,8 @@ file_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		free(path);
 	}
 	closedir(d);
-	if (rc == 0)
+	/* An empty list may have no array at all: nothing to sort. */
+	if (rc == 0 && out->n > first)
 		qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
 	return rc;
 }

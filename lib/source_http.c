@@ -176,7 +176,8 @@ sk__http_listing(const char *text, size_t len, const char *url,
 		}
 	}
 	json_decref(root);
-	if (rc == 0)
+	/* An empty list may have no array at all: nothing to sort. */
+	if (rc == 0 && out->n > first)
 		qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
 	return rc;
 }
