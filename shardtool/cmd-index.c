@@ -235,9 +235,10 @@ static char **
 dali_paths(const struct shard_list *shards, const char *dir)
 {
 	struct sk_error err;
-	char **paths, **keys;
+	char **paths, **keys, clash[3 * PATH_MAX + 256];
 	size_t i, j;
 
+	clash[0] = '\0';
 	paths = xcalloc(shards->n, sizeof *paths);
 	keys = xcalloc(shards->n, sizeof *keys);
 	for (i = 0; i < shards->n; i++) {
@@ -249,17 +250,26 @@ dali_paths(const struct shard_list *shards, const char *dir)
 		}
 		keys[i] = path_key(paths[i]);
 		/* Few shards per run; a quadratic check costs nothing. */
-		for (j = 0; j < i; j++)
+		for (j = 0; j < i && clash[0] == '\0'; j++)
 			if (keys[j] != NULL && strcmp(keys[i], keys[j]) == 0)
-				usage_error("%s and %s would "
+				snprintf(clash, sizeof clash, "%s and %s would "
 				    "both write the index %s; give shards "
 				    "with distinct names, or index them "
 				    "separately", shards->v[j].url,
 				    shards->v[i].url, paths[i]);
+		if (clash[0] != '\0')
+			break;
 	}
 	for (i = 0; i < shards->n; i++)
 		free(keys[i]);
 	free(keys);
+	if (clash[0] != '\0') {
+		/* Freed first: the exit must leave nothing behind (LSan). */
+		for (i = 0; i < shards->n; i++)
+			free(paths[i]);
+		free(paths);
+		usage_error("%s", clash);
+	}
 	return paths;
 }
 
