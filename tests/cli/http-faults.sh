@@ -71,11 +71,11 @@ assert r["mean_ttfb_seconds"] > 0
 EOF
 
 say "an object replaced in the middle of a read: an error naming it"
-# One stream, one part at a time: request 0 is the manifest, 1 the first
-# shard's first part, 2 the next shard's (opened ahead), 3 the first
-# shard's second part, which finds the object replaced.
+# The first request for a part after a shard's first (Range from byte 1
+# on) finds the object replaced: the stream already has its first part,
+# of the old version. One part at a time, so that part is the first one.
 proxy_start "$HTTP_PORT" --ttfb 0 --conn-rate 0 --total-rate 0 \
-    --faults replace --fault-rate 1 --fault-after 3 --max-faults 1 \
+    --faults replace --fault-rate 1 --fault-min-offset 1 --max-faults 1 \
     --fault-match .tar
 sl_rc 1 rep keys "$PROXY_URL/s/in.json" "${opts[@]}" --workers 1 \
     --io-streams 1 --parts 1

@@ -91,6 +91,7 @@ static struct {
 	int			 kinds[NFAULT];	/* enabled kinds */
 	int			 nkinds;
 	const char		*fault_match;
+	uint64_t		 fault_min_offset;
 	uint64_t		 fault_after;
 	uint64_t		 max_faults;
 	unsigned		 retry_after;
@@ -431,6 +432,7 @@ struct req {
 	int		 keepalive;
 	int		 expect;	/* Expect: 100-continue */
 	uint64_t	 clen;		/* request body */
+	uint64_t	 range_from;	/* Range: bytes=N-, else 0 */
 	int		 fault;
 	double		 frac;		/* where a cut fault cuts, 0.1..0.9 */
 	int		 rep;		/* replaced entry or -1 */
@@ -808,6 +810,8 @@ fault_pick(struct req *r)
 		return F_NONE;
 	if (cfg.fault_match != NULL && memmem(r->target, r->tlen,
 	    cfg.fault_match, strlen(cfg.fault_match)) == NULL)
+		return F_NONE;
+	if (r->range_from < cfg.fault_min_offset)
 		return F_NONE;
 	h1 = mix64(cfg.seed * 0x9e3779b97f4a7c15ULL ^ mix64(r->num + 1));
 	if ((double)(h1 >> 11) * 0x1p-53 >= cfg.fault_rate)
@@ -1517,6 +1521,14 @@ serve_one(struct conn *c)
 			conn_keep |= has_token(h->val, h->vlen, "keep-alive");
 		} else if (hdr_is(h, "Expect"))
 			r.expect = has_token(h->val, h->vlen, "100-continue");
+		else if (hdr_is(h, "Range") && h->vlen > 6 &&
+		    strncasecmp(h->val, "bytes=", 6) == 0) {
+			const char *d = memchr(h->val + 6, '-', h->vlen - 6);
+
+			if (d != NULL && parse_u64(h->val + 6, (size_t)(d -
+			    h->val - 6), &v) == 0)
+				r.range_from = v;
+		}
 	}
 	r.keepalive = http10 ? conn_keep && !conn_close : !conn_close;
 	if (te) {
@@ -1737,7 +1749,7 @@ parse_faults(const char *list)
 enum {
 	OPT_LISTEN = 256, OPT_UPSTREAM, OPT_PID_FILE, OPT_TTFB, OPT_CONN_RATE,
 	OPT_TOTAL_RATE, OPT_SEED, OPT_FAULT_RATE, OPT_FAULTS, OPT_FAULT_MATCH,
-	OPT_FAULT_AFTER, OPT_MAX_FAULTS, OPT_RETRY_AFTER, OPT_STALL, OPT_STATS,
+	OPT_FAULT_AFTER, OPT_FAULT_MIN_OFFSET, OPT_MAX_FAULTS, OPT_RETRY_AFTER, OPT_STALL, OPT_STATS,
 	OPT_LOG, OPT_HELP
 };
 
@@ -1763,6 +1775,8 @@ usage(void)
 "                         (default all but replace)\n"
 "  --fault-match STR      only requests whose target contains STR\n"
 "  --fault-after N        no faults for the first N requests\n"
+"  --fault-min-offset N   only requests whose Range starts at byte N or\n"
+"                         later (1: only the parts after an object's first)\n"
 "  --max-faults N         at most N faults in all (default 0, no limit)\n"
 "  --retry-after S        Retry-After of an injected 429 (default 1)\n"
 "  --stall S              how long a stall lasts, seconds (default 30)\n"
@@ -1786,6 +1800,8 @@ main(int argc, char **argv)
 		{ "faults",	required_argument, NULL, OPT_FAULTS },
 		{ "fault-match", required_argument, NULL, OPT_FAULT_MATCH },
 		{ "fault-after", required_argument, NULL, OPT_FAULT_AFTER },
+		{ "fault-min-offset", required_argument, NULL,
+		    OPT_FAULT_MIN_OFFSET },
 		{ "max-faults",	required_argument, NULL, OPT_MAX_FAULTS },
 		{ "retry-after", required_argument, NULL, OPT_RETRY_AFTER },
 		{ "stall",	required_argument, NULL, OPT_STALL },
@@ -1853,6 +1869,10 @@ main(int argc, char **argv)
 			break;
 		case OPT_FAULT_AFTER:
 			cfg.fault_after = parse_count("--fault-after", optarg);
+			break;
+		case OPT_FAULT_MIN_OFFSET:
+			cfg.fault_min_offset = parse_count("--fault-min-offset",
+			    optarg);
 			break;
 		case OPT_MAX_FAULTS:
 			cfg.max_faults = parse_count("--max-faults", optarg);
