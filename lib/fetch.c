@@ -51,7 +51,6 @@ struct part {
 	int cancel;		/* the reader let go of it (set under s->mu,
 				 * read anywhere with atomics) */
 	int whole;		/* a plain GET of a resource of unknown size */
-	int first;		/* gives the stream its size and version */
 	/* the current attempt, engine thread only */
 	int attempts;
 	uint64_t t_first, due;	/* ns: first attempt, next retry */
@@ -749,6 +748,10 @@ start_attempt(struct part *p)
 	p->last_byte = 0;
 	p->stalled = 0;
 	p->error_body = 0;
+	/* A whole resource is asked for without a range: a retry starts
+	 * it over rather than appending a second copy. */
+	if (p->whole)
+		p->have = 0;
 	p->attempt_have = p->have;
 	p->clength = -1;
 	p->retry_after = -1;
@@ -1068,10 +1071,11 @@ finish(struct part *p, CURLcode cc)
 	}
 	ADD(retries, 1);
 	ADD(cause[cause], 1);
-	if (p->have > 0)
+	if (p->have > 0 && !p->whole)
 		ADD(resumes, 1);
 	sk_log(SK_LOG_INFO, "%s: %s; retry %d at byte %" PRIu64 " in %.2f s",
-	    s->display, why, p->attempts, p->off + p->have, delay);
+	    s->display, why, p->attempts, p->whole ? 0 : p->off + p->have,
+	    delay);
 	unlink_running(p);
 	curl_multi_remove_handle(eng.multi, p->easy);
 	set_state(p, P_WAITING);
@@ -1378,7 +1382,6 @@ sk__stream_start(struct sk__stream **out, const char *url,
 		if ((p = part_new(s, off, s->part_size,
 		    (size_t)s->part_size)) == NULL)
 			break;
-		p->first = i == 0;
 		s->win[s->nwin++] = p;
 		submit(s, p);
 		off += s->part_size;
@@ -1420,23 +1423,6 @@ sk__stream_wait(struct sk__stream *s, struct sk_error *err)
 	}
 	pthread_mutex_unlock(&s->mu);
 	return rc;
-}
-
-int
-sk__stream_open(struct sk__stream **out, const char *url,
-    const char *display, struct sk_error *err)
-{
-	struct sk__stream *s;
-	int rc;
-
-	if ((rc = sk__stream_start(&s, url, display, 0, err)) != 0)
-		return rc;
-	if ((rc = sk__stream_wait(s, err)) != 0) {
-		sk__stream_close(s);
-		return rc;
-	}
-	*out = s;
-	return 0;
 }
 
 uint64_t
@@ -1553,7 +1539,6 @@ sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
 	p->whole = 1;
-	p->first = 1;
 	submit(s, p);
 	/* Until the engine let go of it, not just until its state says so. */
 	while (p->engine)

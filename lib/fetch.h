@@ -19,18 +19,12 @@
 struct sk__stream;
 
 /*
- * Open a stream on an http(s) URL and wait for its first response, which
- * gives the size and the version (ETag, Last-Modified) every later part
- * must match. display is the URL as messages show it. On failure the
- * stream is NULL and err says why.
- */
-int sk__stream_open(struct sk__stream **out, const char *url,
-    const char *display, struct sk_error *err);
-/*
- * The same in two steps, for a reader that opens its next shard ahead of
- * time: start asks for the first parts and returns at once (hint, the
- * size a manifest gives, or 0, sizes them and sends them all before the
- * first response); wait blocks for the size and version, or the error.
+ * Open a stream on an http(s) URL in two steps, so a reader can open its
+ * next shard ahead of time: start asks for the first parts and returns at
+ * once (hint, the size a manifest gives, or 0, sizes them and sends them
+ * all before the first response); wait blocks for the first response,
+ * which gives the size and the version (ETag, Last-Modified) every later
+ * part must match, or the error. display is the URL as messages show it.
  */
 int sk__stream_start(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, struct sk_error *err);

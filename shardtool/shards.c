@@ -17,7 +17,6 @@
 
 static struct cli_remote remote;
 static cli_setter inner_set;
-static void *inner_ctx;
 
 static void
 remote_set(void *ctx, const struct cli_option *o, const struct cli_value *v)
@@ -36,7 +35,6 @@ shards_parse(const struct cli_command *cmd, int argc, char **argv,
 
 	cli_remote_init(&remote);
 	inner_set = set;
-	inner_ctx = ctx;
 	first = cli_parse(cmd, argc, argv, remote_set, ctx);
 	cli_remote_finish(&remote);
 	return first;
