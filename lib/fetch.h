@@ -14,9 +14,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <curl/curl.h>
+
 #include "shardkit.h"
 
 struct sk__stream;
+
+/*
+ * What a gs:// or s3:// backend adds to its requests. headers runs on the
+ * engine thread at each attempt (a SigV4 signature holds the time of the
+ * attempt; a token may have been refreshed since the last one): it appends
+ * "Name: value" lines to *h and must not block on the network. explain
+ * turns a final error response (status and the start of its body) into a
+ * message a user can act on and returns its SK_E* code. ctx is theirs.
+ */
+struct sk__auth {
+	int (*headers)(void *ctx, const char *method, const char *url,
+	    const char *payload_sha256, struct curl_slist **h, char *msg,
+	    size_t n);
+	int (*explain)(void *ctx, long status, const char *body, size_t len,
+	    const char *display, char *msg, size_t n);
+	void *ctx;
+};
 
 /*
  * Open a stream on an http(s) URL in two steps, so a reader can open its
@@ -28,6 +47,10 @@ struct sk__stream;
  */
 int sk__stream_start(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, struct sk_error *err);
+/* The same with auth on every request (NULL: none). */
+int sk__stream_start_auth(struct sk__stream **out, const char *url,
+    const char *display, uint64_t hint, const struct sk__auth *auth,
+    struct sk_error *err);
 int sk__stream_wait(struct sk__stream *s, struct sk_error *err);
 /* The object's size in bytes (after a wait). */
 uint64_t sk__stream_size(const struct sk__stream *s);
@@ -55,5 +78,44 @@ int sk__http_listing(const char *text, size_t len, const char *url,
 int sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
     struct sk_error *err);
 
+/*
+ * One request of any method through the engine: a listing page, an
+ * object's metadata, an upload, a token. The engine retries connection
+ * errors, stalls, 408, 429 and 5xx (sending the body again); any other
+ * final status comes back in status with its body, for the caller to
+ * judge.
+ */
+struct sk__req {
+	/* in */
+	const char *method;	/* "GET", "HEAD", "PUT", "POST", "DELETE" */
+	const char *url;
+	const char *display;	/* for messages; NULL: the URL redacted */
+	const struct sk__auth *auth;	/* or NULL */
+	const char *const *headers;	/* more "Name: value", NULL-ended */
+	const void *body;	/* sent as is, again on a retry; not copied */
+	size_t body_len;
+	size_t max;		/* response body bytes kept at most (more is
+				 * SK_ETOOBIG for a 2xx, cut otherwise) */
+	int no_retry;		/* a transport error or 5xx comes back as
+				 * SK_ENETWORK at once (a resumable upload
+				 * asks where it stands instead) */
+	/* out */
+	long status;
+	char *resp;		/* malloc'd, NUL-terminated */
+	size_t resp_len;
+	char *resp_headers;	/* the final response's header lines */
+	void *priv;
+};
+
+/* Run r to a final status: 0 with r->status set, or < 0 with err set (the
+ * retries ran out, a refused certificate). Free with sk__req_free. */
+int sk__fetch_request(struct sk__req *r, struct sk_error *err);
+/* The same in two steps, so that several run at once. */
+int sk__req_start(struct sk__req *r, struct sk_error *err);
+int sk__req_wait(struct sk__req *r, struct sk_error *err);
+/* A response header's value (case-insensitive name) into buf, or NULL. */
+const char *sk__req_header(const struct sk__req *r, const char *name,
+    char *buf, size_t n);
+void sk__req_free(struct sk__req *r);
 
 #endif /* SK_FETCH_H */

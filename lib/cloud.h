@@ -1,0 +1,97 @@
+/*
+ * cloud.h - what gs:// and s3:// add to an HTTP request: credentials found
+ * the way Google's and AWS's own tools find them, SigV4 signatures and
+ * service-account JWTs. Internal to libshardkit; no secret ever goes into
+ * an sk_error or a log line.
+ */
+#ifndef SK_CLOUD_H
+#define SK_CLOUD_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include "shardkit.h"
+
+/* ------------------------------------------------------------------------ */
+/* S3 and compatible stores (aws.c, sigv4.c)                               */
+
+struct sk__aws_creds {
+	char *access_key;	/* NULL: requests go unsigned (public buckets) */
+	char *secret_key;
+	char *session_token;	/* or NULL */
+	char *region;		/* never NULL once loaded: "us-east-1" at least */
+	char *endpoint;		/* "scheme://host[:port]", no trailing '/' */
+	int path_style;		/* bucket in the path rather than the host */
+	int custom_endpoint;	/* endpoint came from the user, not AWS's */
+	char source[200];	/* where the keys came from, for messages:
+				 * "AWS_ACCESS_KEY_ID in the environment",
+				 * "profile \"x\" in /root/.aws/credentials",
+				 * "none (unsigned requests)"; never a secret */
+};
+
+/*
+ * Find credentials, region and endpoint as the AWS CLI does:
+ *  - keys: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN),
+ *    else the profile AWS_PROFILE (or "default") in
+ *    AWS_SHARED_CREDENTIALS_FILE (or ~/.aws/credentials), then in
+ *    AWS_CONFIG_FILE (or ~/.aws/config, section "[profile NAME]", or
+ *    "[default]"); none found is unsigned only when no_sign is set, else
+ *    SK_EACCES with a message that lists what was looked at;
+ *  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region,
+ *    "us-east-1";
+ *  - endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+ *    endpoint_url, else https://s3.REGION.amazonaws.com;
+ *  - addressing: SK_S3_ADDRESSING=path|virtual, else the profile's
+ *    "s3 = addressing_style = ..." (or addressing_style), else path for a
+ *    custom endpoint and virtual for AWS's own.
+ * no_sign (the tools' --no-sign-request) skips the keys altogether.
+ * Every file is read with a size bound; a malformed one is SK_EFORMAT
+ * naming the file and line.
+ */
+int sk__aws_creds_load(struct sk__aws_creds *c, int no_sign,
+    struct sk_error *err);
+void sk__aws_creds_free(struct sk__aws_creds *c);
+
+/* A header to sign: name in lower case, value trimmed. */
+struct sk__hdr {
+	const char *name;
+	const char *value;
+};
+
+/*
+ * AWS Signature Version 4: the value of the Authorization header.
+ * path is the request's path as sent (already percent-encoded, S3 style:
+ * not encoded twice); query is the raw query as sent, without '?', or "";
+ * hdrs are all the headers to sign (host, x-amz-date, x-amz-content-sha256
+ * and x-amz-security-token at least; range when sent), in any order;
+ * payload is the hex SHA-256 of the body or "UNSIGNED-PAYLOAD"; amzdate is
+ * "YYYYMMDDTHHMMSSZ". Returns 0, or SK_EINVAL / SK_ENOMEM (auth too
+ * small, a bad date).
+ */
+int sk__sigv4(const char *access_key, const char *secret, const char *region,
+    const char *service, const char *method, const char *path,
+    const char *query, const struct sk__hdr *hdrs, size_t nhdrs,
+    const char *payload, const char *amzdate, char *auth, size_t authlen);
+
+/* The hex SHA-256 of n bytes (65 bytes with the NUL). */
+void sk__sha256_hex(const void *data, size_t n, char out[65]);
+
+/* ------------------------------------------------------------------------ */
+/* Google Cloud Storage (gcs_auth.c)                                        */
+
+/*
+ * A service-account key file (the JSON "type": "service_account" with
+ * client_email, private_key, token_uri) to a signed RS256 JWT assertion for
+ * scope, valid from now for an hour, and the token_uri to exchange it at.
+ * file names the key in messages; the key itself never appears.
+ */
+int sk__gcs_jwt(const char *json, size_t len, const char *file,
+    const char *scope, time_t now, char **jwt, char **token_uri,
+    struct sk_error *err);
+
+/* An OAuth2 token response {"access_token", "expires_in", "token_type"}:
+ * the token and its lifetime in seconds. from names the endpoint. */
+int sk__oauth_parse(const char *body, size_t len, const char *from,
+    char **token, long *expires_in, struct sk_error *err);
+
+#endif /* SK_CLOUD_H */
