@@ -1,0 +1,317 @@
+"""fake_gcp_auth.py - Google's two token sources, on loopback, for the gs://
+tests: the GCE metadata server and the OAuth2 token endpoint that takes a
+service account's signed JWT.
+
+  fake_gcp_auth.py --metadata --port-file F [COMMON]
+  fake_gcp_auth.py --token-endpoint --public-key PEM --port-file F [COMMON]
+  fake_gcp_auth.py --make-key DIR [--token-uri URL]
+
+COMMON: [--log F] [--tokens-file F] [--expires-in N]
+
+The server forms listen on 127.0.0.1, an ephemeral port, write the port to
+--port-file (whole, by rename) and serve until killed; --metadata and
+--token-endpoint may be given together, on one port.
+
+  --metadata        GET /computeMetadata/v1/instance/service-accounts/
+                    default/token (any query) wants "Metadata-Flavor:
+                    Google" (else 403) and answers {"access_token":
+                    "meta-N-HEX", "expires_in": N, "token_type": "Bearer"}.
+                    GET / and /computeMetadata/v1/ answer 200, as the
+                    client libraries' ping expects. Every answer carries
+                    "Metadata-Flavor: Google".
+  --token-endpoint  POST /token, a form: grant_type=urn:ietf:params:oauth:
+                    grant-type:jwt-bearer&assertion=JWT. The JWT must be
+                    RS256 signed by --public-key's private half, with iss
+                    and scope, aud http://127.0.0.1:PORT/token, exp - iat at
+                    most 3600 and iat within 300 s of now. Answers
+                    {"access_token": "sa-N-HEX", ...} or 400
+                    {"error": "invalid_grant", "error_description": WHY}.
+  --expires-in N    the tokens' expires_in (3600)
+  --tokens-file F   append each token issued, one a line: grep the tests'
+                    output and logs for them to find leaks
+  --log F           one JSON line a request: {"method", "path", "kind":
+                    "metadata-token" | "token" | "ping" | "other", "status",
+                    "ok", "why"}; never a token or an assertion. The number
+                    of token requests is the number of lines of kind
+                    "metadata-token" or "token".
+
+--make-key writes DIR/sa.json, a service-account key file as the Cloud
+console gives one (a fresh 2048-bit RSA key, PKCS#8 PEM), whose token_uri
+is --token-uri or else the placeholder "@TOKEN_URI@" to fill in, and
+DIR/sa.pub.pem, its public key for --public-key.
+"""
+
+import argparse
+import base64
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+META_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+BODY_MAX = 64 * 1024
+CLOCK_SKEW = 300
+PLACEHOLDER = "@TOKEN_URI@"
+
+
+# ---------------------------------------------------------------------------
+# --make-key
+
+
+def make_key(folder, token_uri):
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM,
+                            serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM,
+        serialization.PublicFormat.SubjectPublicKeyInfo)
+    email = "loader@shardkit-test.iam.gserviceaccount.com"
+    sa = {
+        "type": "service_account",
+        "project_id": "shardkit-test",
+        "private_key_id": secrets.token_hex(20),
+        "private_key": pem,
+        "client_email": email,
+        "client_id": str(100000000000000000000 + secrets.randbelow(10**20)),
+        "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+        "token_uri": token_uri or PLACEHOLDER,
+        "auth_provider_x509_cert_url":
+            "https://www.googleapis.com/oauth2/v1/certs",
+        "client_x509_cert_url":
+            "https://www.googleapis.com/robot/v1/metadata/x509/"
+            + urllib.parse.quote(email),
+        "universe_domain": "googleapis.com",
+    }
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "sa.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(sa, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(folder, "sa.pub.pem"), "wb") as f:
+        f.write(pub)
+
+
+# ---------------------------------------------------------------------------
+# the server
+
+
+class State:
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.counter = 0
+        self.port = 0
+        self.public_key = None
+        if args.token_endpoint:
+            with open(args.public_key, "rb") as f:
+                self.public_key = serialization.load_pem_public_key(f.read())
+
+    def new_token(self, prefix):
+        with self.lock:
+            self.counter += 1
+            token = "%s-%d-%s" % (prefix, self.counter, secrets.token_hex(16))
+            if self.args.tokens_file:
+                with open(self.args.tokens_file, "a") as f:
+                    f.write(token + "\n")
+        return token
+
+    def log(self, entry):
+        if not self.args.log:
+            return
+        with self.lock:
+            with open(self.args.log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+
+def b64url_decode(s):
+    if not s or any(c in s for c in "=+/"):
+        raise ValueError("not base64url without padding")
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def check_assertion(state, jwt, aud):
+    """None if the JWT is good, else why not."""
+    parts = jwt.split(".")
+    if len(parts) != 3:
+        return "the assertion is not three dot-separated parts"
+    try:
+        header = json.loads(b64url_decode(parts[0]))
+        claims = json.loads(b64url_decode(parts[1]))
+        sig = b64url_decode(parts[2])
+    except ValueError as e:
+        return "the assertion does not decode: %s" % e
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        return "the assertion's header or claims is not a JSON object"
+    if header.get("alg") != "RS256":
+        return "alg is %r, not RS256" % header.get("alg")
+    if header.get("typ", "JWT") != "JWT":
+        return "typ is %r, not JWT" % header.get("typ")
+    try:
+        state.public_key.verify(sig, (parts[0] + "." + parts[1]).encode(),
+                                padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        return "Invalid JWT Signature."
+    for name in ("iss", "scope", "aud"):
+        if not isinstance(claims.get(name), str) or not claims[name]:
+            return "no %s claim" % name
+    if claims["aud"] != aud:
+        return "aud is %r, not %r" % (claims["aud"], aud)
+    iat, exp = claims.get("iat"), claims.get("exp")
+    if type(iat) is not int or type(exp) is not int:
+        return "iat and exp must be integers"
+    if exp - iat > 3600 or exp <= iat:
+        return "exp - iat is %d; it must be 1 to 3600" % (exp - iat)
+    now = int(time.time())
+    if abs(iat - now) > CLOCK_SKEW:
+        return "iat is %d s from now" % (iat - now)
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-gcp-auth"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def answer(self, status, body, kind, why=None, ctype="application/json"):
+        data = body if isinstance(body, bytes) else body.encode()
+        self.send_response(status)
+        if self.server.state.args.metadata:
+            self.send_header("Metadata-Flavor", "Google")
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        entry = {"method": self.command,
+                 "path": self.path.split("?", 1)[0], "kind": kind,
+                 "status": status, "ok": status == 200}
+        if why:
+            entry["why"] = why
+        self.server.state.log(entry)
+
+    def token_json(self, prefix):
+        return json.dumps({
+            "access_token": self.server.state.new_token(prefix),
+            "expires_in": self.server.state.args.expires_in,
+            "token_type": "Bearer"})
+
+    def do_GET(self):
+        state = self.server.state
+        path = self.path.split("?", 1)[0]
+        if state.args.metadata and path == META_TOKEN_PATH:
+            if self.headers.get("Metadata-Flavor") != "Google":
+                self.answer(403, "Missing Metadata-Flavor:Google header.",
+                            "metadata-token", "no Metadata-Flavor: Google",
+                            "text/html")
+                return
+            self.answer(200, self.token_json("meta"), "metadata-token")
+        elif state.args.metadata and path in ("/", "/computeMetadata/v1/",
+                                              "/computeMetadata/v1"):
+            self.answer(200, "computeMetadata/\n", "ping", ctype="text/plain")
+        else:
+            self.answer(404, "not found\n", "other", "no such path",
+                        "text/plain")
+
+    do_HEAD = do_GET
+
+    def do_POST(self):
+        state = self.server.state
+        path = self.path.split("?", 1)[0]
+        try:
+            n = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            n = -1
+        if n < 0 or n > BODY_MAX:
+            self.close_connection = True
+            self.answer(413, "bad length\n", "other", "bad Content-Length",
+                        "text/plain")
+            return
+        body = self.rfile.read(n)
+        if not (state.args.token_endpoint and path == "/token"):
+            self.answer(404, "not found\n", "other", "no such path",
+                        "text/plain")
+            return
+        form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+        aud = "http://127.0.0.1:%d/token" % state.port
+        if form.get("grant_type") != [JWT_BEARER]:
+            why = "grant_type is not %s" % JWT_BEARER
+        elif len(form.get("assertion", [])) != 1:
+            why = "no assertion"
+        else:
+            why = check_assertion(state, form["assertion"][0], aud)
+        if why:
+            self.answer(400, json.dumps({"error": "invalid_grant",
+                                         "error_description": why}),
+                        "token", why)
+            return
+        self.answer(200, self.token_json("sa"), "token")
+
+
+def write_port(path, port):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % port)
+    os.rename(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="A fake GCE metadata server and OAuth2 token endpoint.")
+    ap.add_argument("--metadata", action="store_true")
+    ap.add_argument("--token-endpoint", action="store_true")
+    ap.add_argument("--public-key", metavar="PEM")
+    ap.add_argument("--port-file", metavar="FILE")
+    ap.add_argument("--log", metavar="FILE")
+    ap.add_argument("--tokens-file", metavar="FILE")
+    ap.add_argument("--expires-in", type=int, default=3600, metavar="N")
+    ap.add_argument("--make-key", metavar="DIR")
+    ap.add_argument("--token-uri", metavar="URL")
+    args = ap.parse_args()
+
+    if args.make_key:
+        if args.metadata or args.token_endpoint:
+            ap.error("--make-key stands alone")
+        make_key(args.make_key, args.token_uri)
+        return 0
+    if args.token_uri:
+        ap.error("--token-uri goes with --make-key")
+    if not (args.metadata or args.token_endpoint):
+        ap.error("say --metadata, --token-endpoint or --make-key")
+    if args.token_endpoint and not args.public_key:
+        ap.error("--token-endpoint needs --public-key")
+    if not args.port_file:
+        ap.error("--port-file is needed")
+
+    state = State(args)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.state = state
+    state.port = server.server_address[1]
+    # SIGTERM ends serve_forever's loop by way of an exception.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    write_port(args.port_file, state.port)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
