@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 
 #include "internal.h"
+#include "cloud.h"
 #include "fetch.h"
 
 #define MAX_PARTS	64
@@ -51,6 +52,13 @@ struct part {
 	int cancel;		/* the reader let go of it (set under s->mu,
 				 * read anywhere with atomics) */
 	int whole;		/* a plain GET of a resource of unknown size */
+	struct sk__req *req;	/* a request of any method, judged by its
+				 * caller (sk__fetch_request) */
+	char body_sha[65];	/* of req->body, for a signature */
+	char *rhdrs;		/* req: the response's header lines */
+	size_t rhlen;
+	char ebody[4096];	/* the start of an error response's body */
+	size_t elen;
 	/* the current attempt, engine thread only */
 	int attempts;
 	uint64_t t_first, due;	/* ns: first attempt, next retry */
@@ -67,6 +75,7 @@ struct part {
 	uint64_t attempt_have;	/* have when this attempt started */
 	double retry_after;	/* seconds, from the response; < 0 none */
 	char etag[256], lastmod[64], crange[96];
+	char version[64];	/* auth.version_header's value */
 	int64_t clength;	/* Content-Length, -1 none */
 	/* the outcome when FAILED */
 	int code;
@@ -79,6 +88,8 @@ struct sk__stream {
 	pthread_cond_t cond;
 	char *url;		/* for curl */
 	char *display;		/* for messages */
+	struct sk__auth auth;	/* headers and error messages of gs:// and
+				 * s3:// (auth.headers NULL: none) */
 	int meta;		/* size and version known (1), or a part
 				 * failed before they were (-1: err) */
 	int ready;		/* the window was set to the size */
@@ -86,6 +97,8 @@ struct sk__stream {
 	char err[SK_ERRMSG_MAX];
 	uint64_t size;
 	char etag[256], lastmod[64];
+	char version[64];	/* see sk__auth.version_header */
+	char *pinned;		/* url with the version pinned, once known */
 	struct part *win[MAX_PARTS];	/* in flight or buffered, in order */
 	int nwin;
 	uint64_t next_off;	/* where the next part starts */
@@ -452,6 +465,7 @@ part_free(struct part *p)
 	if (p->easy != NULL)
 		curl_easy_cleanup(p->easy);
 	curl_slist_free_all(p->hdrs);
+	free(p->rhdrs);
 	if (p->whole)
 		free(p->buf);	/* grown by realloc: not the pool's */
 	else
@@ -487,6 +501,26 @@ rand01(void)
 	    9007199254740992.0;
 }
 
+/* A request keeps its response's header lines (32 KiB at most) for
+ * sk__req_header. 0, or -1 when out of memory. */
+#define RHDRS_MAX	32768
+
+static int
+keep_header(struct part *p, const char *line, size_t len)
+{
+	char *nb;
+
+	if (p->rhlen + len + 1 > RHDRS_MAX)
+		return 0;
+	if (p->rhdrs == NULL && (p->rhdrs = malloc(RHDRS_MAX)) == NULL)
+		return -1;
+	nb = p->rhdrs;
+	memcpy(nb + p->rhlen, line, len);
+	p->rhlen += len;
+	nb[p->rhlen] = '\0';
+	return 0;
+}
+
 /* Header lines of the current response; a new status line starts over
  * (a redirect or 100 Continue came first). */
 static size_t
@@ -499,10 +533,14 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 	p->last_byte = now_ns();
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		p->etag[0] = p->lastmod[0] = p->crange[0] = '\0';
+		p->version[0] = '\0';
 		p->clength = -1;
 		p->retry_after = -1;
+		p->rhlen = 0;
 		return len;
 	}
+	if (p->req != NULL && keep_header(p, line, len) != 0)
+		return 0;
 	/* libcurl does not promise a NUL: bound every scan by len. */
 	if ((colon = memchr(line, ':', len)) == NULL)
 		return len;
@@ -537,6 +575,11 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 	HEADER("last-modified", lastmod)
 	HEADER("content-range", crange)
 #undef HEADER
+	if (p->s->auth.version_header != NULL &&
+	    k == strlen(p->s->auth.version_header) &&
+	    strncasecmp(line, p->s->auth.version_header, k) == 0 &&
+	    strlen(val) < sizeof p->version)
+		memcpy(p->version, val, strlen(val) + 1);
 	if (k == 14 && strncasecmp(line, "content-length", k) == 0) {
 		errno = 0;
 		p->clength = (int64_t)strtoll(val, &end, 10);
@@ -626,11 +669,32 @@ check_response(struct part *p)
 			return fail_part(p, SK_EIO, "%s: the server gives no "
 			    "size for this object", s->display);
 		s->size = t;
-		snprintf(s->etag, sizeof s->etag, "%s", p->etag);
-		snprintf(s->lastmod, sizeof s->lastmod, "%s", p->lastmod);
+		if (s->auth.version_header != NULL) {
+			/* The store's own version stands for the ETag. */
+			if (p->version[0] == '\0')
+				return fail_part(p, SK_EIO, "%s: the response "
+				    "has no %s header", s->display,
+				    s->auth.version_header);
+			snprintf(s->version, sizeof s->version, "%s",
+			    p->version);
+			if (s->auth.pin_param != NULL && (s->pinned =
+			    sk__asprintf("%s%c%s=%s", s->url, strchr(s->url,
+			    '?') != NULL ? '&' : '?', s->auth.pin_param,
+			    s->version)) == NULL)
+				return fail_part(p, SK_ENOMEM, "out of memory");
+		} else {
+			snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+			snprintf(s->lastmod, sizeof s->lastmod, "%s",
+			    p->lastmod);
+		}
 		s->meta = 1;
 		pthread_cond_broadcast(&s->cond);
 	}
+	if (s->version[0] != '\0' && strcmp(s->version, p->version) != 0)
+		return fail_part(p, SK_ECHANGED, "%s: the object changed while "
+		    "it was read (%s %s, now %s)", s->display,
+		    s->auth.version_header, s->version, p->version[0] ?
+		    p->version : "none");
 	/* A changed object: never mix the bytes of two versions. */
 	if ((s->etag[0] != '\0' && strcmp(s->etag, p->etag) != 0) ||
 	    (s->etag[0] == '\0' && s->lastmod[0] != '\0' &&
@@ -654,6 +718,53 @@ check_response(struct part *p)
 	return 0;
 }
 
+/* Grow a whole part's buffer to hold len more bytes (at most p->len). */
+static int
+grow(struct part *p, size_t len)
+{
+	size_t ncap;
+	uint8_t *nb;
+
+	if (len <= p->cap - p->have)
+		return 0;
+	ncap = p->cap * 2 > p->have + len ? p->cap * 2 : p->have + len;
+	if (ncap > p->len)
+		ncap = (size_t)p->len;
+	if ((nb = realloc(p->buf, ncap + 1)) == NULL)
+		return -1;
+	p->buf = nb;
+	p->cap = ncap;
+	return 0;
+}
+
+/*
+ * A request keeps its response body whatever the status: its caller
+ * judges it. A 2xx body longer than max fails; an error body is cut at
+ * max and the transfer at 64 KiB.
+ */
+static size_t
+req_body(struct part *p, char *data, size_t len)
+{
+	int ok = p->status >= 200 && p->status < 300;
+	size_t take = len;
+
+	if (ok)
+		ADD(bytes, len);
+	else if ((p->error_body += len) > 65536)
+		return 0;
+	if (p->have + take > p->len) {
+		if (ok)
+			return fail_part(p, SK_ETOOBIG, "%s: a response of more "
+			    "than %" PRIu64 " bytes", p->s->display, p->len), 0;
+		take = (size_t)(p->len - p->have);
+	}
+	if (grow(p, take) != 0)
+		return fail_part(p, SK_ENOMEM, "out of memory"), 0;
+	memcpy(p->buf + p->have, data, take);
+	p->have += take;
+	return len;
+}
+
 static size_t
 write_cb(char *data, size_t size, size_t n, void *arg)
 {
@@ -661,7 +772,6 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	struct sk__stream *s = p->s;
 	size_t len = size * n, take;
 	uint64_t room;
-	uint8_t *nb;
 
 	if (__atomic_load_n(&p->cancel, __ATOMIC_RELAXED))
 		return 0;
@@ -669,7 +779,7 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	if (!p->checked) {
 		curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
 		p->checked = 1;
-		if (p->status == 200 || p->status == 206) {
+		if (p->req == NULL && (p->status == 200 || p->status == 206)) {
 			pthread_mutex_lock(&s->mu);
 			if (check_response(p) != 0) {
 				pthread_mutex_unlock(&s->mu);
@@ -678,9 +788,16 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
+	if (p->req != NULL)
+		return req_body(p, data, len);
 	if (p->status != 200 && p->status != 206) {
-		/* An error page: judged by its status in finish(); an endless
-		 * one is cut after 64 KiB. */
+		/* An error page: judged by its status in finish(), its start
+		 * kept for the message; an endless one is cut after 64 KiB. */
+		take = sizeof p->ebody - 1 - p->elen;
+		if (take > len)
+			take = len;
+		memcpy(p->ebody + p->elen, data, take);
+		p->elen += take;
 		p->error_body += len;
 		return p->error_body > 65536 ? 0 : len;
 	}
@@ -692,14 +809,8 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 		if (p->have + len > p->len)
 			return fail_part(p, SK_ETOOBIG, "%s: more than %" PRIu64
 			    " bytes", s->display, p->len), 0;
-		size_t ncap = p->cap * 2 > p->have + len ? p->cap * 2 :
-		    p->have + len;
-		if (ncap > p->len)
-			ncap = (size_t)p->len;
-		if ((nb = realloc(p->buf, ncap + 1)) == NULL)
+		if (grow(p, len) != 0)
 			return fail_part(p, SK_ENOMEM, "out of memory"), 0;
-		p->buf = nb;
-		p->cap = ncap;
 	}
 	take = len < room ? len : (size_t)room;
 	memcpy(p->buf + p->have, data, take);
@@ -724,6 +835,59 @@ set_state(struct part *p, int state)
 	pthread_mutex_unlock(&p->s->mu);
 }
 
+#define EMPTY_SHA256 \
+	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+/* Append a header line; -1 when out of memory. */
+static int
+add_header(struct curl_slist **h, const char *line)
+{
+	struct curl_slist *n;
+
+	if ((n = curl_slist_append(*h, line)) == NULL)
+		return -1;
+	*h = n;
+	return 0;
+}
+
+/* A request's method, body and headers on p->easy. */
+static int
+set_method(struct part *p)
+{
+	const struct sk__req *r = p->req;
+	CURL *e = p->easy;
+	const char *const *h;
+	int ctype = 0;
+
+	if (strcmp(r->method, "HEAD") == 0)
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	else if (strcmp(r->method, "GET") != 0)
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	for (h = r->headers; h != NULL && *h != NULL; h++) {
+		if (strncasecmp(*h, "content-type:", 13) == 0)
+			ctype = 1;
+		if (add_header(&p->hdrs, *h) != 0)
+			goto nomem;
+	}
+	if (r->body != NULL || strcmp(r->method, "PUT") == 0 ||
+	    strcmp(r->method, "POST") == 0) {
+		/* The body is sent from the caller's memory, again on a
+		 * retry; no 100-continue round trip, no form type. */
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body != NULL ?
+		    (const char *)r->body : "");
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)r->body_len);
+		if (add_header(&p->hdrs, "Expect:") != 0 || (!ctype &&
+		    add_header(&p->hdrs, "Content-Type: "
+		    "application/octet-stream") != 0))
+			goto nomem;
+	}
+	return 0;
+nomem:
+	fail_part(p, SK_ENOMEM, "out of memory");
+	return -1;
+}
+
 /* Set up the easy handle for the next attempt and give it to the multi:
  * 0, or -1 with the part's error set (the caller hands it back). */
 static int
@@ -732,6 +896,7 @@ start_attempt(struct part *p)
 	struct sk__stream *s = p->s;
 	char range[64];
 	uint64_t from = p->off + p->have;
+	const char *url;
 	CURL *e;
 
 	if (p->easy == NULL)
@@ -748,6 +913,8 @@ start_attempt(struct part *p)
 	p->last_byte = 0;
 	p->stalled = 0;
 	p->error_body = 0;
+	p->elen = 0;
+	p->rhlen = 0;
 	/* A whole resource is asked for without a range: a retry starts
 	 * it over rather than appending a second copy. */
 	if (p->whole)
@@ -756,7 +923,11 @@ start_attempt(struct part *p)
 	p->clength = -1;
 	p->retry_after = -1;
 	p->curlerr[0] = '\0';
-	curl_easy_setopt(e, CURLOPT_URL, s->url);
+	/* Set once under s->mu, then never changed until s is freed. */
+	pthread_mutex_lock(&s->mu);
+	url = s->pinned != NULL ? s->pinned : s->url;
+	pthread_mutex_unlock(&s->mu);
+	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, p);
 	curl_easy_setopt(e, CURLOPT_SHARE, eng.share);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -768,8 +939,9 @@ start_attempt(struct part *p)
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	/* An https source is never sent on over plain http. */
 	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
-	    strncmp(s->url, "https:", 6) == 0 ? "https" : "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	    strncmp(url, "https:", 6) == 0 ? "https" : "http,https");
+	/* A request is judged by its caller, a redirect included. */
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, p->req == NULL ? 1L : 0L);
 	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
@@ -797,6 +969,8 @@ start_attempt(struct part *p)
 	if (getenv("SSL_CERT_DIR") != NULL && eng.ca_file == NULL)
 		curl_easy_setopt(e, CURLOPT_CAPATH, getenv("SSL_CERT_DIR"));
 	pthread_mutex_unlock(&eng.mu);
+	if (p->req != NULL && set_method(p) != 0)
+		return -1;
 	if (!p->whole) {
 		/* The first part asks for part_size bytes of an object of
 		 * unknown size; the server answers with what there is. */
@@ -810,7 +984,7 @@ start_attempt(struct part *p)
 			char h[300];
 
 			snprintf(h, sizeof h, "If-Match: %s", s->etag);
-			p->hdrs = curl_slist_append(NULL, h);
+			add_header(&p->hdrs, h);
 		} else if (s->meta && s->etag[0] == '\0' &&
 		    s->lastmod[0] != '\0') {
 			/* No ETag: Last-Modified is the version (to the
@@ -819,12 +993,23 @@ start_attempt(struct part *p)
 
 			snprintf(h, sizeof h, "If-Unmodified-Since: %s",
 			    s->lastmod);
-			p->hdrs = curl_slist_append(NULL, h);
+			add_header(&p->hdrs, h);
 		}
 		pthread_mutex_unlock(&s->mu);
-		if (p->hdrs != NULL)
-			curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->hdrs);
 	}
+	if (s->auth.headers != NULL) {
+		char msg[SK_ERRMSG_MAX];
+		int rc;
+
+		msg[0] = '\0';
+		rc = s->auth.headers(s->auth.ctx, p->req != NULL ?
+		    p->req->method : "GET", url, p->req != NULL ?
+		    p->body_sha : EMPTY_SHA256, &p->hdrs, msg, sizeof msg);
+		if (rc != 0)
+			return fail_part(p, rc, "%s: %s", s->display, msg), -1;
+	}
+	if (p->hdrs != NULL)
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->hdrs);
 	p->t_attempt = now_ns();
 	if (p->attempts == 0)
 		p->t_first = p->t_attempt;
@@ -908,6 +1093,36 @@ retryable_curl(CURLcode cc, enum sk_retry_cause *cause)
 	}
 }
 
+/*
+ * A request ended: any final status but 408, 429 and 5xx is its caller's
+ * to judge; with no_retry, a transport error or a 5xx is too. 1 when p was
+ * handed back, 0 to go on to the retries.
+ */
+static int
+req_final(struct part *p, CURLcode cc)
+{
+	int retryable = p->status == 408 || p->status == 429 ||
+	    p->status >= 500;
+
+	if (p->status >= 200 && !retryable && (cc == CURLE_OK ||
+	    cc == CURLE_WRITE_ERROR)) {
+		p->len = p->have;
+		hand_back(p, P_DONE);
+		return 1;
+	}
+	if (!p->req->no_retry)
+		return 0;
+	if (p->status >= 200)
+		fail_part(p, SK_ENETWORK, "%s: HTTP %ld", p->s->display,
+		    p->status);
+	else
+		fail_part(p, SK_ENETWORK, "%s: %s", p->s->display,
+		    p->stalled ? "no byte for the stall timeout" :
+		    p->curlerr[0] ? p->curlerr : curl_easy_strerror(cc));
+	hand_back(p, P_FAILED);
+	return 1;
+}
+
 /* A transfer ended: done, retried later, or failed for good. */
 static void
 finish(struct part *p, CURLcode cc)
@@ -922,8 +1137,8 @@ finish(struct part *p, CURLcode cc)
 	if (__atomic_load_n(&p->cancel, __ATOMIC_RELAXED))
 		return;		/* freed with the cancel queue */
 	curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
-	if (cc == CURLE_OK && !p->checked && (p->status == 200 ||
-	    p->status == 206)) {
+	if (cc == CURLE_OK && !p->checked && p->req == NULL &&
+	    (p->status == 200 || p->status == 206)) {
 		/* A body of no bytes never reached write_cb. */
 		p->checked = 1;
 		pthread_mutex_lock(&s->mu);
@@ -940,6 +1155,8 @@ finish(struct part *p, CURLcode cc)
 		hand_back(p, P_FAILED);
 		return;
 	}
+	if (p->req != NULL && req_final(p, cc))
+		return;
 	if (p->status >= 200 && p->status != 200 && p->status != 206) {
 		/* A final status that is not a body of the object: judged by
 		 * the status, whatever became of its body (cut, stalled). */
@@ -977,6 +1194,15 @@ finish(struct part *p, CURLcode cc)
 			fail_part(p, SK_ECHANGED, "%s: HTTP 416 for bytes from %"
 			    PRIu64 ": the object shrank while it was read",
 			    s->display, p->off + p->have);
+		} else if (s->auth.explain != NULL && (p->status == 301 ||
+		    (p->status >= 400 && p->status < 500 && p->status != 408 &&
+		    p->status != 412 && p->status != 429))) {
+			/* A bucket's error body says what is wrong. */
+			pthread_mutex_lock(&s->mu);
+			p->code = s->auth.explain(s->auth.ctx, p->status,
+			    p->ebody, p->elen, s->display, s->version[0] ?
+			    s->version : NULL, p->err, sizeof p->err);
+			pthread_mutex_unlock(&s->mu);
 		} else if (p->status == 404 || p->status == 410) {
 			fail_part(p, SK_ENOENT, "%s: HTTP %ld: no such object",
 			    s->display, p->status);
@@ -1310,6 +1536,7 @@ stream_free(struct sk__stream *s)
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cond);
 	free(s->url);
+	free(s->pinned);
 	free(s->display);
 	free(s);
 }
@@ -1357,6 +1584,14 @@ int
 sk__stream_start(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, struct sk_error *err)
 {
+	return sk__stream_start_auth(out, url, display, hint, NULL, err);
+}
+
+int
+sk__stream_start_auth(struct sk__stream **out, const char *url,
+    const char *display, uint64_t hint, const struct sk__auth *auth,
+    struct sk_error *err)
+{
 	struct sk__stream *s;
 	struct part *p;
 	uint64_t ps, off = 0;
@@ -1367,6 +1602,8 @@ sk__stream_start(struct sk__stream **out, const char *url,
 		return rc;
 	if ((s = stream_new(url, display)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (auth != NULL)
+		s->auth = *auth;
 	if (hint > 0) {
 		ps = (hint + (uint64_t)s->parts - 1) / (uint64_t)s->parts;
 		if (ps < (256u << 10))
@@ -1556,4 +1793,125 @@ sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
 	part_free(p);
 	stream_free(s);
 	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* requests of any method                                                   */
+
+int
+sk__req_start(struct sk__req *r, struct sk_error *err)
+{
+	struct sk__stream *s;
+	struct part *p;
+	size_t max = r->max > 0 ? r->max : 1;
+	int rc;
+
+	r->status = 0;
+	r->resp = r->resp_headers = NULL;
+	r->resp_len = 0;
+	r->priv = NULL;
+	if ((rc = engine_get(err)) != 0)
+		return rc;
+	if ((s = stream_new(r->url, r->display)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (r->auth != NULL)
+		s->auth = *r->auth;
+	if ((p = part_new(s, 0, max, max < 65536 ? max : 65536)) == NULL) {
+		stream_free(s);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	p->whole = 1;
+	p->req = r;
+	if (r->auth != NULL && r->body_len > 0)
+		sk__sha256_hex(r->body, r->body_len, p->body_sha);
+	else
+		memcpy(p->body_sha, EMPTY_SHA256, sizeof p->body_sha);
+	r->priv = p;
+	pthread_mutex_lock(&s->mu);
+	submit(s, p);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+int
+sk__req_wait(struct sk__req *r, struct sk_error *err)
+{
+	struct part *p = r->priv;
+	struct sk__stream *s;
+	int rc = 0;
+
+	if (p == NULL)
+		return sk_error_set(err, SK_EINVAL, "no request in flight");
+	s = p->s;
+	pthread_mutex_lock(&s->mu);
+	/* Until the engine let go of it, not just until its state says so. */
+	while (p->engine)
+		wait_net(s);
+	pthread_mutex_unlock(&s->mu);
+	if (p->state == P_FAILED)
+		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
+		    p->err);
+	else {
+		p->buf[p->have] = '\0';
+		r->status = p->status;
+		r->resp = (char *)p->buf;
+		r->resp_len = (size_t)p->have;
+		r->resp_headers = p->rhdrs;
+		p->buf = NULL;
+		p->rhdrs = NULL;
+	}
+	r->priv = NULL;
+	part_free(p);
+	stream_free(s);
+	return rc;
+}
+
+int
+sk__fetch_request(struct sk__req *r, struct sk_error *err)
+{
+	int rc;
+
+	if ((rc = sk__req_start(r, err)) != 0)
+		return rc;
+	return sk__req_wait(r, err);
+}
+
+const char *
+sk__req_header(const struct sk__req *r, const char *name, char *buf,
+    size_t n)
+{
+	const char *l, *end, *v, *e;
+	size_t k = strlen(name);
+
+	if (r->resp_headers == NULL || n == 0)
+		return NULL;
+	for (l = r->resp_headers; *l != '\0'; l = *end ? end + 1 : end) {
+		end = l + strcspn(l, "\n");
+		if ((size_t)(end - l) <= k || l[k] != ':' ||
+		    strncasecmp(l, name, k) != 0)
+			continue;
+		for (v = l + k + 1; v < end && (*v == ' ' || *v == '\t'); v++)
+			;
+		for (e = end; e > v && (e[-1] == '\r' || e[-1] == ' '); e--)
+			;
+		if ((size_t)(e - v) >= n)
+			return NULL;	/* cut, it would be wrong */
+		memcpy(buf, v, (size_t)(e - v));
+		buf[e - v] = '\0';
+		return buf;
+	}
+	return NULL;
+}
+
+void
+sk__req_free(struct sk__req *r)
+{
+	struct sk_error err;
+
+	if (r->priv != NULL)
+		sk__req_wait(r, &err);
+	free(r->resp);
+	free(r->resp_headers);
+	r->resp = r->resp_headers = NULL;
+	r->resp_len = 0;
 }

@@ -26,15 +26,22 @@ struct sk__stream;
  * attempt; a token may have been refreshed since the last one): it appends
  * "Name: value" lines to *h and must not block on the network. explain
  * turns a final error response (status and the start of its body) into a
- * message a user can act on and returns its SK_E* code. ctx is theirs.
+ * message a user can act on and returns its SK_E* code; version is the
+ * pinned version the request asked for, or NULL. ctx is theirs.
  */
 struct sk__auth {
 	int (*headers)(void *ctx, const char *method, const char *url,
 	    const char *payload_sha256, struct curl_slist **h, char *msg,
 	    size_t n);
 	int (*explain)(void *ctx, long status, const char *body, size_t len,
-	    const char *display, char *msg, size_t n);
+	    const char *display, const char *version, char *msg, size_t n);
 	void *ctx;
+	/* A stream's version, when the store names it in a header of its
+	 * own (GCS: x-goog-generation) rather than the ETag: every response
+	 * must carry the first one's, and once it is known every request
+	 * pins it with "&pin_param=VERSION" (generation=). */
+	const char *version_header;
+	const char *pin_param;
 };
 
 /*
