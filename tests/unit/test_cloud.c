@@ -1,0 +1,171 @@
+/*
+ * test_cloud.c - SigV4 against AWS's published examples, and the AWS
+ * credential chain (environment, profiles, region, endpoint) with no
+ * secret in any message.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "cloud.h"
+
+#define AKID	"AKIAIOSFODNN7EXAMPLE"
+#define SECRET	"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+#define EMPTY	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+/* AWS's "GET Object" example of the S3 SigV4 documentation. */
+TEST(sigv4_aws_get_object_example)
+{
+	const struct sk__hdr h[] = {
+		{ "host", "examplebucket.s3.amazonaws.com" },
+		{ "range", "bytes=0-9" },
+		{ "x-amz-content-sha256", EMPTY },
+		{ "x-amz-date", "20130524T000000Z" },
+	};
+	char auth[512];
+
+	CHECK_EQ_INT(sk__sigv4(AKID, SECRET, "us-east-1", "s3", "GET",
+	    "/test.txt", "", h, 4, EMPTY, "20130524T000000Z", auth,
+	    sizeof auth), 0);
+	CHECK_EQ_STR(auth, "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/"
+	    "20130524/us-east-1/s3/aws4_request,SignedHeaders=host;range;"
+	    "x-amz-content-sha256;x-amz-date,Signature="
+	    "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+}
+
+/* The "GET Bucket (List Objects)" example: a query to sort. */
+TEST(sigv4_aws_list_objects_example)
+{
+	const struct sk__hdr h[] = {
+		{ "x-amz-date", "20130524T000000Z" },
+		{ "host", "examplebucket.s3.amazonaws.com" },
+		{ "x-amz-content-sha256", EMPTY },
+	};
+	char auth[512];
+
+	CHECK_EQ_INT(sk__sigv4(AKID, SECRET, "us-east-1", "s3", "GET", "/",
+	    "prefix=J&max-keys=2", h, 3, EMPTY, "20130524T000000Z", auth,
+	    sizeof auth), 0);
+	CHECK_CONTAINS(auth, "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a"
+	    "534bc59db6670ed5711ef69dc6f7");
+}
+
+TEST(sigv4_refuses_bad_input)
+{
+	const struct sk__hdr h[] = { { "host", "h" } };
+	char auth[16];
+
+	CHECK_EQ_INT(sk__sigv4(AKID, SECRET, "us-east-1", "s3", "GET", "/", "", h,
+	    1, EMPTY, "2013-05-24", auth, sizeof auth), SK_EINVAL);
+	CHECK_EQ_INT(sk__sigv4(AKID, SECRET, "us-east-1", "s3", "GET", "/", "", h,
+	    1, EMPTY, "20130524T000000Z", auth, sizeof auth), SK_EINVAL);
+}
+
+static void
+clear_env(void)
+{
+	static const char *const v[] = { "AWS_ACCESS_KEY_ID",
+		"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+		"AWS_ENDPOINT_URL_S3", "SK_S3_ADDRESSING" };
+	size_t i;
+
+	for (i = 0; i < sizeof v / sizeof v[0]; i++)
+		unsetenv(v[i]);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", t_path("credentials"), 1);
+	setenv("AWS_CONFIG_FILE", t_path("config"), 1);
+}
+
+TEST(aws_env_beats_profile)
+{
+	struct sk__aws_creds c;
+	struct sk_error err;
+	const char *cred = "[default]\naws_access_key_id = FILEKEY\n"
+	    "aws_secret_access_key = filesecret\n";
+
+	clear_env();
+	t_write_file(t_path("credentials"), cred, strlen(cred));
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), 0);
+	CHECK_EQ_STR(c.access_key, "ENVKEY");
+	CHECK_EQ_STR(c.region, "us-east-1");
+	CHECK_EQ_STR(c.endpoint, "https://s3.us-east-1.amazonaws.com");
+	CHECK_EQ_INT(c.path_style, 0);
+	sk__aws_creds_free(&c);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), 0);
+	CHECK_EQ_STR(c.access_key, "FILEKEY");
+	CHECK_EQ_STR(c.secret_key, "filesecret");
+	CHECK_CONTAINS(c.source, "credentials");
+	sk__aws_creds_free(&c);
+}
+
+TEST(aws_profile_config_region_endpoint)
+{
+	struct sk__aws_creds c;
+	struct sk_error err;
+	const char *conf = "# comment\n[profile other]\nregion = eu-west-3\n"
+	    "aws_access_key_id = K2\naws_secret_access_key = S2\n"
+	    "aws_session_token = T2\nendpoint_url = http://127.0.0.1:9000/\n"
+	    "s3 =\n  addressing_style = virtual\n[default]\nregion = x\n";
+
+	clear_env();
+	t_write_file(t_path("config"), conf, strlen(conf));
+	setenv("AWS_PROFILE", "other", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), 0);
+	CHECK_EQ_STR(c.access_key, "K2");
+	CHECK_EQ_STR(c.session_token, "T2");
+	CHECK_EQ_STR(c.region, "eu-west-3");
+	CHECK_EQ_STR(c.endpoint, "http://127.0.0.1:9000");
+	CHECK_EQ_INT(c.path_style, 0);
+	sk__aws_creds_free(&c);
+	setenv("AWS_DEFAULT_REGION", "ap-south-1", 1);
+	setenv("AWS_ENDPOINT_URL_S3", "https://s3.example.com:443", 1);
+	setenv("SK_S3_ADDRESSING", "path", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), 0);
+	CHECK_EQ_STR(c.region, "ap-south-1");
+	CHECK_EQ_STR(c.endpoint, "https://s3.example.com");
+	CHECK_EQ_INT(c.path_style, 1);
+	sk__aws_creds_free(&c);
+}
+
+TEST(aws_bad_files_and_missing_keys)
+{
+	struct sk__aws_creds c;
+	struct sk_error err;
+	const char *bad = "[default]\naws_access_key_id = K\n"
+	    "aws_secret_access_key topsecretvalue\n";
+	const char *half = "[default]\naws_access_key_id = K\n";
+
+	clear_env();
+	t_write_file(t_path("credentials"), bad, strlen(bad));
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EFORMAT);
+	CHECK_CONTAINS(err.msg, ":3:");
+	CHECK(strstr(err.msg, "topsecret") == NULL);
+	t_write_file(t_path("credentials"), half, strlen(half));
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EACCES);
+	CHECK_CONTAINS(err.msg, "aws_secret_access_key");
+	unlink(t_path("credentials"));
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EACCES);
+	CHECK_CONTAINS(err.msg, "--no-sign-request");
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 1, &err), 0);
+	CHECK(c.access_key == NULL);
+	sk__aws_creds_free(&c);
+	mkdir(t_path("credentials"), 0700);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+	setenv("AWS_REGION", "us east", 1);
+	rmdir(t_path("credentials"));
+	setenv("AWS_ACCESS_KEY_ID", "K", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "S", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+	CHECK_CONTAINS(err.msg, "AWS_REGION");
+	unsetenv("AWS_REGION");
+	setenv("AWS_ENDPOINT_URL", "ftp://x", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+	CHECK_CONTAINS(err.msg, "AWS_ENDPOINT_URL");
+}
