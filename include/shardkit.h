@@ -171,6 +171,19 @@ int sk_source_list(const char *url, struct sk_strlist *out,
 int sk_source_list_shards(const char *url, struct sk_strlist *out,
     struct sk_error *err);
 
+/*
+ * Store bytes as the object at url (gs:// or s3://): a simple upload for a
+ * small object; a resumable upload (gs://) or a multipart upload (s3://)
+ * for a large one, which survives a broken connection. The object appears
+ * whole or not at all. sk_object_put_file stores a local regular file.
+ */
+int sk_object_put(const char *url, const void *data, size_t len,
+    struct sk_error *err);
+int sk_object_put_file(const char *url, const char *path,
+    struct sk_error *err);
+/* Delete the object at url (gs:// or s3://); none there is SK_ENOENT. */
+int sk_object_delete(const char *url, struct sk_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* remote I/O: the fetch engine under http(s):// sources (lib/fetch.c)      */
 
@@ -191,6 +204,8 @@ struct sk_fetch_config {
 	int attempts;		/* tries per part at most (30) */
 	const char *ca_file;	/* CA bundle (NULL: $CURL_CA_BUNDLE,
 				 * $SSL_CERT_FILE, the system store) */
+	int no_sign;		/* s3://: send requests unsigned (a public
+				 * bucket), whatever keys there are */
 };
 
 /* Freed part buffers the engine keeps for reuse, at most. */

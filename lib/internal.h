@@ -62,6 +62,11 @@ struct sk__source_ops {
 	void (*close)(sk_source *s);
 	int (*list)(const struct sk_url *u, const char *url,
 	    struct sk_strlist *out, struct sk_error *err);
+	/* Optional: store size bytes as the object url (a bucket). */
+	int (*put)(const struct sk_url *u, const char *url, const void *data,
+	    uint64_t size, struct sk_error *err);
+	int (*del)(const struct sk_url *u, const char *url,
+	    struct sk_error *err);
 };
 
 struct sk_source {
@@ -87,9 +92,31 @@ int64_t sk__source_read_ptr(sk_source *s, const void **ptr, void *buf,
 
 extern const struct sk__source_ops sk__source_file_ops;
 extern const struct sk__source_ops sk__source_http_ops;
+extern const struct sk__source_ops sk__source_gs_ops;
+extern const struct sk__source_ops sk__source_s3_ops;
+
+/* The ops every remote backend shares once open: s->impl is a fetch
+ * stream (source_http.c). */
+int sk__remote_ready(sk_source *s);
+int64_t sk__remote_pread(sk_source *s, void *buf, size_t n, uint64_t off);
+int64_t sk__remote_peek(sk_source *s, const void **ptr, size_t n,
+    uint64_t off);
+int sk__remote_size(sk_source *s, uint64_t *size);
+void sk__remote_close(sk_source *s);
+
+/* A whole object of at most max bytes (a manifest) from any remote
+ * scheme, NUL-terminated, malloc'd. */
+int sk__read_whole(const char *url, size_t max, char **out, size_t *len,
+    struct sk_error *err);
 
 /* The first 16 bytes of an MD5 digest as 32 hex digits and a NUL. */
 void sk__md5_hex(const unsigned char *digest, char out[33]);
+
+/* RFC 3986 unreserved characters pass (and '/' when keep_slash); the
+ * rest is %XX. malloc'd, NULL when out of memory. */
+char *sk__uri_escape(const char *name, int keep_slash);
+/* Names per page of a bucket listing: SK_LIST_PAGE, else 1000. */
+int sk__list_page(void);
 
 char *sk__strdup(const char *s);
 char *sk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -171,7 +171,8 @@ static int
 is_remote(const char *url)
 {
 	return strncmp(url, "http://", 7) == 0 ||
-	    strncmp(url, "https://", 8) == 0;
+	    strncmp(url, "https://", 8) == 0 ||
+	    strncmp(url, "gs://", 5) == 0 || strncmp(url, "s3://", 5) == 0;
 }
 
 /* The whole file, NUL-terminated. Only a regular file: a FIFO would block
@@ -422,7 +423,7 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 		/* Over the fetch engine; messages name it without secrets. */
 		if ((shown = sk_url_redact(path)) == NULL)
 			return sk_error_set(err, SK_ENOMEM, "out of memory");
-		rc = sk__fetch_get(path, MANIFEST_MAX_BYTES, &text, &len, err);
+		rc = sk__read_whole(path, MANIFEST_MAX_BYTES, &text, &len, err);
 		path = shown;
 		if (rc != 0)
 			goto out;
@@ -465,8 +466,8 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 		if (remote && strstr(m->shards[i].url, "://") != NULL &&
 		    !is_remote(m->shards[i].url)) {
 			rc = sk_error_set(err, SK_EINVAL, "%s: shardlist[%zu]: "
-			    "a manifest read over http(s) may name only http(s) "
-			    "shards", path, i);
+			    "a remote manifest may name only remote shards "
+			    "(http, https, gs, s3)", path, i);
 			goto out;
 		}
 		/* Counts are added up into a uint64_t by every reader. */

@@ -3,12 +3,20 @@
  * is chosen by the URL's scheme; sequential reads are ranged reads at a
  * position the source keeps.
  */
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include "internal.h"
+#include "fetch.h"
 
 static const struct sk__source_ops *
 backend(enum sk_scheme scheme)
@@ -19,6 +27,10 @@ backend(enum sk_scheme scheme)
 	case SK_SCHEME_HTTP:
 	case SK_SCHEME_HTTPS:
 		return &sk__source_http_ops;
+	case SK_SCHEME_GS:
+		return &sk__source_gs_ops;
+	case SK_SCHEME_S3:
+		return &sk__source_s3_ops;
 	default:
 		return NULL;
 	}
@@ -174,6 +186,130 @@ sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
 	else
 		rc = ops->list(&u, url, out, err);
 	sk_url_free(&u);
+	return rc;
+}
+
+int
+sk__read_whole(const char *url, size_t max, char **out, size_t *len,
+    struct sk_error *err)
+{
+	sk_source *src = NULL;
+	uint64_t size;
+	int64_t got;
+	char *buf;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0)
+		return sk__fetch_get(url, max, out, len, err);
+	if ((rc = sk_source_open(&src, url)) != 0 ||
+	    (rc = sk_source_size(src, &size)) != 0) {
+		rc = sk_error_set(err, rc, "%s", sk_errmsg(src));
+		sk_source_close(src);
+		return rc;
+	}
+	if (size > max) {
+		sk_source_close(src);
+		return sk_error_set(err, SK_ETOOBIG, "%s: %" PRIu64 " bytes; at "
+		    "most %zu are read", url, size, max);
+	}
+	if ((buf = malloc((size_t)size + 1)) == NULL) {
+		sk_source_close(src);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	while (*len < size && (got = sk_source_read(src, buf + *len,
+	    (size_t)size - *len)) > 0)
+		*len += (size_t)got;
+	if (*len < size) {
+		rc = sk_error_set(err, got < 0 ? (int)got : SK_EFORMAT, "%s",
+		    got < 0 ? sk_errmsg(src) : "the object ended early");
+		free(buf);
+		sk_source_close(src);
+		return rc;
+	}
+	buf[*len] = '\0';
+	*out = buf;
+	sk_source_close(src);
+	return 0;
+}
+
+/* The backend of a bucket URL, or an error naming what is wanted. */
+static const struct sk__source_ops *
+bucket_ops(const char *url, struct sk_url *u, struct sk_error *err)
+{
+	const struct sk__source_ops *ops;
+
+	if (sk_url_parse(url, u, err) != 0)
+		return NULL;
+	ops = backend(u->scheme);
+	if (ops == NULL || ops->put == NULL || ops->del == NULL) {
+		sk_error_set(err, SK_EUNSUPPORTED, "%s: cannot store objects "
+		    "at a %s:// URL (want gs:// or s3://)", url,
+		    sk_scheme_name(u->scheme));
+		sk_url_free(u);
+		return NULL;
+	}
+	return ops;
+}
+
+int
+sk_object_put(const char *url, const void *data, size_t len,
+    struct sk_error *err)
+{
+	const struct sk__source_ops *ops;
+	struct sk_url u;
+	int rc;
+
+	if ((ops = bucket_ops(url, &u, err)) == NULL)
+		return err->code;
+	rc = ops->put(&u, url, data, len, err);
+	sk_url_free(&u);
+	return rc;
+}
+
+int
+sk_object_delete(const char *url, struct sk_error *err)
+{
+	const struct sk__source_ops *ops;
+	struct sk_url u;
+	int rc;
+
+	if ((ops = bucket_ops(url, &u, err)) == NULL)
+		return err->code;
+	rc = ops->del(&u, url, err);
+	sk_url_free(&u);
+	return rc;
+}
+
+int
+sk_object_put_file(const char *url, const char *path, struct sk_error *err)
+{
+	struct stat st;
+	void *map = NULL;
+	int fd, rc;
+
+	/* Only a regular file, never through a link. */
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sk_error_set(err, errno == ENOENT ? SK_ENOENT : SK_EIO,
+		    "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sk_error_set(err, SK_EINVAL, "%s: not a regular file",
+		    path);
+	}
+	if (st.st_size > 0 && (map = mmap(NULL, (size_t)st.st_size,
+	    PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+		rc = sk_error_set(err, SK_EIO, "%s: %s", path,
+		    strerror(errno));
+		close(fd);
+		return rc;
+	}
+	close(fd);
+	rc = sk_object_put(url, st.st_size > 0 ? map : "",
+	    (size_t)st.st_size, err);
+	if (st.st_size > 0)
+		munmap(map, (size_t)st.st_size);
 	return rc;
 }
 

@@ -35,8 +35,8 @@ http_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 	return 0;
 }
 
-static int
-http_ready(sk_source *s)
+int
+sk__remote_ready(sk_source *s)
 {
 	struct sk_error err;
 	int rc;
@@ -53,11 +53,11 @@ http_open(sk_source *s, const struct sk_url *u)
 
 	if ((rc = http_open_ahead(s, u, 0)) != 0)
 		return rc;
-	return http_ready(s);
+	return sk__remote_ready(s);
 }
 
-static int64_t
-http_pread(sk_source *s, void *buf, size_t n, uint64_t off)
+int64_t
+sk__remote_pread(sk_source *s, void *buf, size_t n, uint64_t off)
 {
 	struct sk_error err;
 	int64_t got;
@@ -68,8 +68,8 @@ http_pread(sk_source *s, void *buf, size_t n, uint64_t off)
 	return got;
 }
 
-static int64_t
-http_peek(sk_source *s, const void **ptr, size_t n, uint64_t off)
+int64_t
+sk__remote_peek(sk_source *s, const void **ptr, size_t n, uint64_t off)
 {
 	struct sk_error err;
 	int64_t got;
@@ -80,19 +80,19 @@ http_peek(sk_source *s, const void **ptr, size_t n, uint64_t off)
 	return got;
 }
 
-static int
-http_size(sk_source *s, uint64_t *size)
+int
+sk__remote_size(sk_source *s, uint64_t *size)
 {
 	int rc;
 
-	if ((rc = http_ready(s)) != 0)
+	if ((rc = sk__remote_ready(s)) != 0)
 		return rc;
 	*size = sk__stream_size(s->impl);
 	return 0;
 }
 
-static void
-http_close(sk_source *s)
+void
+sk__remote_close(sk_source *s)
 {
 	sk__stream_close(s->impl);
 	s->impl = NULL;
@@ -102,33 +102,6 @@ static int
 cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* RFC 3986 unreserved characters pass; everything else is %XX. */
-static char *
-escape_name(const char *name)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t i, n = strlen(name);
-	char *out, *o;
-
-	if ((out = malloc(3 * n + 1)) == NULL)
-		return NULL;
-	for (o = out, i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)name[i];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~')
-			*o++ = (char)c;
-		else {
-			*o++ = '%';
-			*o++ = hex[c >> 4];
-			*o++ = hex[c & 15];
-		}
-	}
-	*o = '\0';
-	return out;
 }
 
 /*
@@ -161,7 +134,7 @@ sk__http_listing(const char *text, size_t len, const char *url,
 		if (nm == NULL || type == NULL || strcmp(type, "file") != 0 ||
 		    nm[0] == '.' || nm[0] == '\0' || strchr(nm, '/') != NULL)
 			continue;
-		if ((name = escape_name(nm)) == NULL ||
+		if ((name = sk__uri_escape(nm, 0)) == NULL ||
 		    (full = sk__asprintf("%s%s", url, name)) == NULL) {
 			free(name);
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
@@ -208,10 +181,10 @@ const struct sk__source_ops sk__source_http_ops = {
 	.name = "http",
 	.open = http_open,
 	.open_ahead = http_open_ahead,
-	.ready = http_ready,
-	.pread = http_pread,
-	.peek = http_peek,
-	.size = http_size,
-	.close = http_close,
+	.ready = sk__remote_ready,
+	.pread = sk__remote_pread,
+	.peek = sk__remote_peek,
+	.size = sk__remote_size,
+	.close = sk__remote_close,
 	.list = http_list,
 };

@@ -360,3 +360,31 @@ sk_key_split(const char *name, const char **ext)
 	*ext = dot + 1;
 	return (size_t)(dot - name);
 }
+
+/* RFC 3986 unreserved characters pass, and '/' when keep_slash (an S3
+ * key in a path); everything else is %XX. */
+char *
+sk__uri_escape(const char *name, int keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, n = strlen(name);
+	char *out, *o;
+
+	if ((out = malloc(3 * n + 1)) == NULL)
+		return NULL;
+	for (o = out, i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~' || (c == '/' && keep_slash))
+			*o++ = (char)c;
+		else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}

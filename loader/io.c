@@ -561,8 +561,8 @@ count_all(sk_loader *l)
 	size_t i, nt;
 	int remote;
 
-	remote = strncmp(l->shards[0].url, "http://", 7) == 0 ||
-	    strncmp(l->shards[0].url, "https://", 8) == 0;
+	remote = strstr(l->shards[0].url, "://") != NULL &&
+	    strncmp(l->shards[0].url, "file://", 7) != 0;
 	/* As many as the I/O streams: the memory bound of shardkit(3) holds
 	 * (each remote stream keeps its parts in flight). */
 	nt = (size_t)(l->cfg.io_streams > 0 ? l->cfg.io_streams : 2);

@@ -1,0 +1,831 @@
+/*
+ * source_gs.c - gs:// sources: Google Cloud Storage's JSON API over the
+ * fetch engine. A shard is a stream of ranged alt=media GETs pinned to the
+ * object's generation; a folder is an objects.list listing; pack uploads
+ * with a simple upload, or a resumable one that goes on from where the
+ * server says it stands after a broken connection.
+ *
+ * Credentials, in the order Google's libraries look for them:
+ * STORAGE_EMULATOR_HOST (plain http, no auth), GOOGLE_OAUTH_ACCESS_TOKEN,
+ * GOOGLE_APPLICATION_CREDENTIALS (a service-account key: an RS256 JWT
+ * exchanged at its token_uri), the metadata server (GCE_METADATA_HOST).
+ * One thread refreshes the token before it expires, for every other one.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+
+#include "internal.h"
+#include "cloud.h"
+#include "fetch.h"
+
+#define GCS_ENDPOINT	"https://storage.googleapis.com"
+#define META_HOST	"metadata.google.internal"
+#define META_PATH	"/computeMetadata/v1/instance/service-accounts/" \
+			"default/token"
+#define SCOPE		"https://www.googleapis.com/auth/devstorage.read_write"
+#define KEY_MAX		((size_t)64 << 10)
+#define SMALL_MAX	((size_t)1 << 20)
+#define LIST_PAGE_MAX	((size_t)32 << 20)
+#define LIST_PAGES_MAX	100000
+#define CHUNK_QUANTUM	((uint64_t)256 << 10)	/* GCS wants multiples */
+
+enum { M_EMULATOR = 1, M_TOKEN, M_KEY, M_METADATA };
+
+/* ------------------------------------------------------------------------ */
+/* credentials                                                              */
+
+/*
+ * Lock order: gcs.mu alone; the refresher thread does its network call
+ * without it. The token is read under gcs.mu by the engine thread (auth
+ * headers) and replaced under it by whoever refreshed it.
+ */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int loaded, rc, mode, refresher;
+	char err[SK_ERRMSG_MAX];
+	char *endpoint;		/* scheme://host[:port], no '/' at the end */
+	char *token;		/* NULL for the emulator */
+	time_t expires;		/* wall clock; 0: never (a given token) */
+	long lifetime;
+	char refresh_err[SK_ERRMSG_MAX];	/* the last refresh's failure */
+	char source[300];	/* where the token comes from, for messages */
+	char *keyfile, *meta_url;
+} gcs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0,
+    "", NULL, NULL, 0, 0, "", "", NULL, NULL };
+
+/* A file the user named, read whole: a regular file of at most max. */
+static int
+read_small(const char *path, size_t max, char **out, size_t *len,
+    struct sk_error *err)
+{
+	struct stat st;
+	ssize_t got;
+	char *buf;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return sk_error_set(err, errno == ENOENT ? SK_ENOENT : SK_EACCES,
+		    "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sk_error_set(err, SK_EINVAL, "%s: not a regular file",
+		    path);
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return sk_error_set(err, SK_ETOOBIG, "%s: %" PRIu64 " bytes; a "
+		    "key file is at most %zu", path, (uint64_t)st.st_size, max);
+	}
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		close(fd);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	*len = 0;
+	while (*len < (size_t)st.st_size && (got = read(fd, buf + *len,
+	    (size_t)st.st_size - *len)) > 0)
+		*len += (size_t)got;
+	close(fd);
+	buf[*len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+/* Ask for a token: the key's JWT at its token_uri, or the metadata
+ * server. No lock held: the engine carries it. */
+static int
+fetch_token(char **token, long *lifetime, struct sk_error *err)
+{
+	static const char *const form[] = {
+		"Content-Type: application/x-www-form-urlencoded", NULL
+	};
+	static const char *const flavor[] = { "Metadata-Flavor: Google",
+		NULL };
+	struct sk__req r;
+	char *key = NULL, *jwt = NULL, *uri = NULL, *body = NULL;
+	size_t klen = 0;
+	int rc;
+
+	memset(&r, 0, sizeof r);
+	if (gcs.mode == M_KEY) {
+		if ((rc = read_small(gcs.keyfile, KEY_MAX, &key, &klen,
+		    err)) != 0)
+			return rc;
+		rc = sk__gcs_jwt(key, klen, gcs.keyfile, SCOPE, time(NULL),
+		    &jwt, &uri, err);
+		OPENSSL_cleanse(key, klen);
+		free(key);
+		if (rc != 0)
+			return rc;
+		body = sk__asprintf("grant_type=urn%%3Aietf%%3Aparams%%3A"
+		    "oauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s", jwt);
+		free(jwt);
+		if (body == NULL) {
+			free(uri);
+			return sk_error_set(err, SK_ENOMEM, "out of memory");
+		}
+		r.method = "POST";
+		r.url = uri;
+		r.headers = form;
+		r.body = body;
+		r.body_len = strlen(body);
+	} else {
+		r.method = "GET";
+		r.url = gcs.meta_url;
+		r.headers = flavor;
+		/* Off Google Cloud nobody answers at metadata.google.internal:
+		 * say so at once rather than retry for minutes. */
+		r.no_retry = getenv("GCE_METADATA_HOST") == NULL;
+	}
+	r.max = SMALL_MAX;
+	rc = sk__fetch_request(&r, err);
+	if (body != NULL) {
+		OPENSSL_cleanse(body, strlen(body));
+		free(body);
+	}
+	if (rc == 0) {
+		rc = sk__oauth_parse(r.resp, r.resp_len, r.url, token,
+		    lifetime, err);
+		/* An error body is {"error": ...}: oauth_parse says so. */
+		if (rc == 0 && r.status != 200) {
+			free(*token);
+			*token = NULL;
+			rc = sk_error_set(err, SK_EACCES, "%s: HTTP %ld", r.url,
+			    r.status);
+		}
+	}
+	sk__req_free(&r);
+	free(uri);
+	return rc;
+}
+
+/* Refresh when a quarter of the token's life is left (at most 5 min
+ * early): a retry that waited still carries a valid one. */
+static time_t
+refresh_at(void)
+{
+	long early = gcs.lifetime / 4;
+
+	if (early > 300)
+		early = 300;
+	return gcs.expires - early;
+}
+
+static void *
+refresher(void *arg)
+{
+	struct sk_error err;
+	struct timespec ts;
+	long lifetime = 0;
+	char *tok = NULL;
+	int rc, fails = 0;
+	double wait;
+
+	(void)arg;
+	pthread_mutex_lock(&gcs.mu);
+	for (;;) {
+		ts.tv_sec = refresh_at();
+		ts.tv_nsec = 0;
+		while (time(NULL) < ts.tv_sec)
+			if (pthread_cond_timedwait(&gcs.cond, &gcs.mu, &ts) ==
+			    ETIMEDOUT)
+				break;
+		if (time(NULL) < refresh_at())
+			continue;
+		pthread_mutex_unlock(&gcs.mu);
+		rc = fetch_token(&tok, &lifetime, &err);
+		pthread_mutex_lock(&gcs.mu);
+		if (rc == 0) {
+			if (gcs.token != NULL)
+				OPENSSL_cleanse(gcs.token, strlen(gcs.token));
+			free(gcs.token);
+			gcs.token = tok;
+			gcs.lifetime = lifetime;
+			gcs.expires = time(NULL) + lifetime;
+			gcs.refresh_err[0] = '\0';
+			fails = 0;
+			sk_log(SK_LOG_DEBUG, "gs: refreshed the access token "
+			    "from %s (valid %ld s)", gcs.source, lifetime);
+			continue;
+		}
+		/* Keep the old token while it lasts; try again soon. */
+		snprintf(gcs.refresh_err, sizeof gcs.refresh_err, "%s",
+		    err.msg);
+		sk_log(SK_LOG_WARN, "gs: cannot refresh the access token from "
+		    "%s: %s", gcs.source, err.msg);
+		wait = fails < 6 ? (double)(1 << fails) : 60.0;
+		fails++;
+		pthread_mutex_unlock(&gcs.mu);
+		ts.tv_sec = (time_t)wait;
+		ts.tv_nsec = 0;
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&gcs.mu);
+	}
+	return NULL;
+}
+
+/* The endpoint of STORAGE_EMULATOR_HOST ("host:port" or a URL). */
+static char *
+emulator_endpoint(const char *v)
+{
+	size_t n = strlen(v);
+
+	while (n > 0 && v[n - 1] == '/')
+		n--;
+	if (strncmp(v, "http://", 7) == 0 || strncmp(v, "https://", 8) == 0)
+		return sk__asprintf("%.*s", (int)n, v);
+	return sk__asprintf("http://%.*s", (int)n, v);
+}
+
+static int
+load(struct sk_error *err)
+{
+	const char *v;
+	pthread_t t;
+	long lifetime = 0;
+	char *tok = NULL;
+	int rc;
+
+	if ((v = getenv("STORAGE_EMULATOR_HOST")) != NULL && *v != '\0') {
+		gcs.mode = M_EMULATOR;
+		gcs.endpoint = emulator_endpoint(v);
+		snprintf(gcs.source, sizeof gcs.source, "no credentials "
+		    "(STORAGE_EMULATOR_HOST: an emulator)");
+		return gcs.endpoint ? 0 : sk_error_set(err, SK_ENOMEM,
+		    "out of memory");
+	}
+	v = getenv("SK_GCS_ENDPOINT");
+	gcs.endpoint = v != NULL && *v != '\0' ? emulator_endpoint(v) :
+	    strdup(GCS_ENDPOINT);
+	if (gcs.endpoint == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if ((v = getenv("GOOGLE_OAUTH_ACCESS_TOKEN")) != NULL && *v != '\0') {
+		gcs.mode = M_TOKEN;
+		snprintf(gcs.source, sizeof gcs.source,
+		    "GOOGLE_OAUTH_ACCESS_TOKEN");
+		return (gcs.token = strdup(v)) ? 0 : sk_error_set(err,
+		    SK_ENOMEM, "out of memory");
+	}
+	if ((v = getenv("GOOGLE_APPLICATION_CREDENTIALS")) != NULL &&
+	    *v != '\0') {
+		gcs.mode = M_KEY;
+		snprintf(gcs.source, sizeof gcs.source, "the service-account "
+		    "key %s (GOOGLE_APPLICATION_CREDENTIALS)", v);
+		if ((gcs.keyfile = strdup(v)) == NULL)
+			return sk_error_set(err, SK_ENOMEM, "out of memory");
+	} else {
+		gcs.mode = M_METADATA;
+		v = getenv("GCE_METADATA_HOST");
+		snprintf(gcs.source, sizeof gcs.source, "the metadata server "
+		    "%s%s", v ? v : META_HOST, v ? " (GCE_METADATA_HOST)" : "");
+		if ((gcs.meta_url = sk__asprintf("http://%s" META_PATH,
+		    v ? v : META_HOST)) == NULL)
+			return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	/* The first token now, so a bad key says so before any read. */
+	if ((rc = fetch_token(&tok, &lifetime, err)) != 0) {
+		if (gcs.mode == M_METADATA && getenv("GCE_METADATA_HOST") ==
+		    NULL) {
+			char why[SK_ERRMSG_MAX];
+
+			snprintf(why, sizeof why, "%s", err->msg);
+			return sk_error_set(err, SK_EACCES, "gs://: no Google "
+			    "credentials: set GOOGLE_APPLICATION_CREDENTIALS "
+			    "to a service-account key file, "
+			    "GOOGLE_OAUTH_ACCESS_TOKEN to a token, or "
+			    "STORAGE_EMULATOR_HOST for an emulator (the "
+			    "metadata server did not answer: %s)", why);
+		}
+		return rc;
+	}
+	gcs.token = tok;
+	gcs.lifetime = lifetime;
+	gcs.expires = time(NULL) + lifetime;
+	if (pthread_create(&t, NULL, refresher, NULL) != 0)
+		return sk_error_set(err, SK_ENOMEM, "cannot start the token "
+		    "refresh thread");
+	pthread_detach(t);
+	gcs.refresher = 1;
+	return 0;
+}
+
+/* Credentials at the first gs:// request; an error is given to every
+ * later one. */
+static int
+gcs_creds(struct sk_error *err)
+{
+	struct sk_error e;
+	int rc;
+
+	pthread_mutex_lock(&gcs.mu);
+	if (!gcs.loaded) {
+		if ((gcs.rc = load(&e)) != 0)
+			snprintf(gcs.err, sizeof gcs.err, "%s", e.msg);
+		gcs.loaded = 1;
+	}
+	rc = gcs.rc;
+	pthread_mutex_unlock(&gcs.mu);
+	if (rc != 0)
+		return sk_error_set(err, rc, "%s", gcs.err);
+	return 0;
+}
+
+static int
+gcs_headers(void *ctx, const char *method, const char *url,
+    const char *payload, struct curl_slist **h, char *msg, size_t n)
+{
+	struct curl_slist *nl;
+	char *line;
+	int rc = 0;
+
+	(void)ctx, (void)method, (void)url, (void)payload;
+	pthread_mutex_lock(&gcs.mu);
+	if (gcs.mode == M_EMULATOR)
+		;
+	else if (gcs.expires != 0 && time(NULL) >= gcs.expires) {
+		snprintf(msg, n, "the access token from %s expired and could "
+		    "not be refreshed: %s", gcs.source, gcs.refresh_err[0] ?
+		    gcs.refresh_err : "no refresh yet");
+		rc = SK_EACCES;
+	} else if ((line = sk__asprintf("Authorization: Bearer %s",
+	    gcs.token)) == NULL ||
+	    (nl = curl_slist_append(*h, line)) == NULL) {
+		if (line != NULL)
+			OPENSSL_cleanse(line, strlen(line));
+		free(line);
+		snprintf(msg, n, "out of memory");
+		rc = SK_ENOMEM;
+	} else {
+		*h = nl;
+		OPENSSL_cleanse(line, strlen(line));
+		free(line);
+	}
+	pthread_mutex_unlock(&gcs.mu);
+	return rc;
+}
+
+/* GCS's JSON error {"error": {"code", "message", "errors": [{"reason"}]}}
+ * into message and reason. */
+static void
+json_error(const char *body, size_t len, char *message, size_t mn,
+    char *reason, size_t rn)
+{
+	json_t *root, *e, *errs;
+	const char *m, *r;
+	size_t i;
+
+	message[0] = reason[0] = '\0';
+	if (len == 0 || (root = json_loadb(body, len, 0, NULL)) == NULL)
+		return;
+	e = json_object_get(root, "error");
+	m = json_string_value(json_object_get(e, "message"));
+	errs = json_object_get(e, "errors");
+	r = json_string_value(json_object_get(json_array_get(errs, 0),
+	    "reason"));
+	if (m != NULL)
+		snprintf(message, mn, "%s", m);
+	if (r != NULL)
+		snprintf(reason, rn, "%s", r);
+	/* A server's words reach a terminal: printable ASCII only. */
+	for (i = 0; message[i] != '\0'; i++)
+		if ((unsigned char)message[i] < 0x20 ||
+		    (unsigned char)message[i] >= 0x7f)
+			message[i] = '?';
+	for (i = 0; reason[i] != '\0'; i++)
+		if ((unsigned char)reason[i] < 0x20 ||
+		    (unsigned char)reason[i] >= 0x7f)
+			reason[i] = '?';
+	json_decref(root);
+}
+
+static int
+gcs_explain(void *ctx, long status, const char *body, size_t len,
+    const char *display, const char *version, char *msg, size_t n)
+{
+	char m[400], r[100];
+
+	(void)ctx;
+	json_error(body, len, m, sizeof m, r, sizeof r);
+	if (status == 404 && version != NULL) {
+		snprintf(msg, n, "%s: the object changed while it was read "
+		    "(generation %s is gone: replaced or deleted)", display,
+		    version);
+		return SK_ECHANGED;
+	}
+	if (status == 404) {
+		int bucket = strcasestr(m, "bucket") != NULL;
+
+		snprintf(msg, n, "%s: HTTP 404: no such %s%s%s", display,
+		    bucket ? "bucket" : "object", m[0] ? " (" : "", m[0] ?
+		    m : "");
+		if (m[0])
+			strncat(msg, ")", n - strlen(msg) - 1);
+		return SK_ENOENT;
+	}
+	if (status == 401) {
+		snprintf(msg, n, "%s: HTTP 401: the access token from %s was "
+		    "refused (expired or revoked?)%s%s", display, gcs.source,
+		    m[0] ? ": " : "", m);
+		return SK_EACCES;
+	}
+	if (status == 403) {
+		snprintf(msg, n, "%s: HTTP 403%s%s: access denied to the "
+		    "credentials from %s: check that they hold "
+		    "storage.objects.get and .list on the bucket (pack: "
+		    "storage.objects.create)%s%s", display, r[0] ? " " : "", r,
+		    gcs.source, m[0] ? ": " : "", m);
+		return SK_EACCES;
+	}
+	snprintf(msg, n, "%s: HTTP %ld%s%s", display, status, m[0] ? ": " : "",
+	    m);
+	return status == 400 ? SK_EINVAL : SK_EIO;
+}
+
+static const struct sk__auth gcs_auth = {
+	.headers = gcs_headers,
+	.explain = gcs_explain,
+	.version_header = "x-goog-generation",
+	.pin_param = "generation",
+};
+
+/* A request whose status must be in [lo, hi]; else the explained error. */
+static int
+gcs_request(struct sk__req *r, const char *method, const char *url,
+    const char *display, const char *const *headers, const void *body,
+    size_t len, size_t max, struct sk_error *err)
+{
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	r->method = method;
+	r->url = url;
+	r->display = display;
+	r->auth = &gcs_auth;
+	r->headers = headers;
+	r->body = body;
+	r->body_len = len;
+	r->max = max;
+	if ((rc = sk__fetch_request(r, err)) == 0 && (r->status < 200 ||
+	    r->status > 299)) {
+		char msg[SK_ERRMSG_MAX];
+
+		rc = gcs_explain(NULL, r->status, r->resp, r->resp_len,
+		    display, NULL, msg, sizeof msg);
+		sk_error_set(err, rc, "%s", msg);
+	}
+	if (rc != 0)
+		sk__req_free(r);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* reading                                                                  */
+
+static int
+gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+{
+	struct sk__stream *st = NULL;
+	struct sk_error err;
+	char *name, *url;
+	int rc;
+
+	if ((rc = gcs_creds(&err)) != 0)
+		return sk__fail(&s->h, rc, "%s: %s", s->url, err.msg);
+	if (u->path[0] == '\0')
+		return sk__fail(&s->h, SK_EINVAL, "%s: no object name (a "
+		    "folder ends in '/')", s->url);
+	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
+	    (url = sk__asprintf("%s/storage/v1/b/%s/o/%s?alt=media",
+	    gcs.endpoint, u->host, name)) == NULL) {
+		free(name);
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	}
+	free(name);
+	rc = sk__stream_start_auth(&st, url, s->url, hint, &gcs_auth, &err);
+	free(url);
+	if (rc != 0)
+		return sk__fail(&s->h, rc, "%s", err.msg);
+	s->impl = st;
+	return 0;
+}
+
+static int
+gs_open(sk_source *s, const struct sk_url *u)
+{
+	int rc;
+
+	if ((rc = gs_open_ahead(s, u, 0)) != 0)
+		return rc;
+	return sk__remote_ready(s);
+}
+
+/* One page of objects.list: the names, and the next page's token. */
+static int
+list_page(const char *text, size_t len, const char *bucket,
+    const char *display, struct sk_strlist *out, char **next,
+    struct sk_error *err)
+{
+	json_t *root, *items, *it;
+	const char *name, *tok;
+	char *url;
+	size_t i;
+	int rc = 0;
+
+	*next = NULL;
+	if ((root = json_loadb(text, len, 0, NULL)) == NULL ||
+	    !json_is_object(root))
+		rc = sk_error_set(err, SK_EFORMAT, "%s: the listing is not a "
+		    "JSON object", display);
+	items = json_object_get(root, "items");
+	json_array_foreach(items, i, it) {
+		if (rc != 0)
+			break;
+		if ((name = json_string_value(json_object_get(it, "name"))) ==
+		    NULL)
+			continue;
+		if ((url = sk__asprintf("gs://%s/%s", bucket, name)) == NULL ||
+		    sk_strlist_push(out, url) != 0)
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+		free(url);
+	}
+	tok = json_string_value(json_object_get(root, "nextPageToken"));
+	if (rc == 0 && tok != NULL && *tok != '\0' &&
+	    (*next = sk__uri_escape(tok, 0)) == NULL)
+		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+	json_decref(root);
+	return rc;
+}
+
+static int
+gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
+    struct sk_error *err)
+{
+	struct sk__req r;
+	char *prefix = NULL, *tok = NULL, *next = NULL, *q = NULL;
+	size_t n = strlen(url);
+	int rc, pages;
+
+	if (n == 0 || url[n - 1] != '/')
+		return sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in "
+		    "'/'", url);
+	if ((rc = gcs_creds(err)) != 0)
+		return rc;
+	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	for (pages = 0; pages < LIST_PAGES_MAX; pages++) {
+		free(q);
+		q = sk__asprintf("%s/storage/v1/b/%s/o?prefix=%s&delimiter=%%2F"
+		    "&maxResults=%d%s%s", gcs.endpoint, u->host, prefix,
+		    sk__list_page(), tok ? "&pageToken=" : "", tok ? tok : "");
+		if (q == NULL) {
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+			break;
+		}
+		if ((rc = gcs_request(&r, "GET", q, url, NULL, NULL, 0,
+		    LIST_PAGE_MAX, err)) != 0)
+			break;
+		rc = list_page(r.resp, r.resp_len, u->host, url, out, &next,
+		    err);
+		sk__req_free(&r);
+		if (rc != 0 || next == NULL)
+			break;
+		/* A server that repeats itself would list forever. */
+		if (tok != NULL && strcmp(tok, next) == 0) {
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing "
+			    "repeats its page token", url);
+			break;
+		}
+		free(tok);
+		tok = next;
+		next = NULL;
+	}
+	if (rc == 0 && pages == LIST_PAGES_MAX)
+		rc = sk_error_set(err, SK_ETOOBIG, "%s: more than %d pages",
+		    url, LIST_PAGES_MAX);
+	free(next);
+	free(tok);
+	free(prefix);
+	free(q);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* writing                                                                  */
+
+/* The offset the server holds of a resumable upload: a 308's "Range:
+ * bytes=0-N" is N + 1, none is 0; a 200/201 is the whole object (done). */
+static int
+upload_status(struct sk__req *r, uint64_t size, uint64_t *have, int *done,
+    const char *display, struct sk_error *err)
+{
+	char v[96];
+	unsigned long long a, b;
+
+	*done = 0;
+	if (r->status == 200 || r->status == 201) {
+		*done = 1;
+		*have = size;
+		return 0;
+	}
+	if (r->status != 308) {
+		char msg[SK_ERRMSG_MAX];
+		int rc = gcs_explain(NULL, r->status, r->resp, r->resp_len,
+		    display, NULL, msg, sizeof msg);
+
+		return sk_error_set(err, rc, "%s (resumable upload)", msg);
+	}
+	if (sk__req_header(r, "range", v, sizeof v) == NULL) {
+		*have = 0;
+		return 0;
+	}
+	if (sscanf(v, "bytes=%llu-%llu", &a, &b) != 2 || a != 0 || b >= size)
+		return sk_error_set(err, SK_EIO, "%s: the server holds a range "
+		    "this upload never sent (%s)", display, v);
+	*have = b + 1;
+	return 0;
+}
+
+/* A resumable upload's chunk: --part-size in whole 256 KiB. An object
+ * larger than one chunk goes up resumable. */
+static uint64_t
+chunk_size(void)
+{
+	struct sk_fetch_config cfg;
+	uint64_t c;
+
+	sk_fetch_get_config(&cfg);
+	c = cfg.part_size / CHUNK_QUANTUM * CHUNK_QUANTUM;
+	return c < CHUNK_QUANTUM ? CHUNK_QUANTUM : c;
+}
+
+/*
+ * A resumable upload: a session, then chunks (multiples of 256 KiB) in
+ * order. A chunk that fails on the way is not sent again blindly: the
+ * server says how much it holds, and the upload goes on from there.
+ */
+static int
+gs_put_resumable(const char *start, const char *display,
+    const uint8_t *data, uint64_t size, struct sk_error *err)
+{
+	struct sk_fetch_config cfg;
+	struct sk__req r;
+	char loc[4096], range[128], *hdrs[3] = { range, NULL, NULL };
+	uint64_t have = 0, chunk, n, progress_at = 0;
+	int rc, done = 0, fails = 0;
+
+	sk_fetch_get_config(&cfg);
+	chunk = chunk_size();
+	snprintf(range, sizeof range, "X-Upload-Content-Length: %" PRIu64,
+	    size);
+	hdrs[1] = "Content-Type: application/json; charset=UTF-8";
+	if ((rc = gcs_request(&r, "POST", start, display,
+	    (const char *const *)hdrs, "{}", 2, SMALL_MAX, err)) != 0)
+		return rc;
+	hdrs[1] = NULL;
+	if (sk__req_header(&r, "location", loc, sizeof loc) == NULL) {
+		sk__req_free(&r);
+		return sk_error_set(err, SK_EIO, "%s: no upload session "
+		    "(Location) in the response", display);
+	}
+	sk__req_free(&r);
+	/* The token goes only where the endpoint is. */
+	if (strncmp(loc, gcs.endpoint, strlen(gcs.endpoint)) != 0 ||
+	    loc[strlen(gcs.endpoint)] != '/')
+		return sk_error_set(err, SK_EIO, "%s: the upload session is "
+		    "not on %s; refused", display, gcs.endpoint);
+	while (!done) {
+		n = size - have < chunk ? size - have : chunk;
+		if (have + n == size)
+			snprintf(range, sizeof range, "Content-Range: bytes "
+			    "%" PRIu64 "-%" PRIu64 "/%" PRIu64, have,
+			    have + n - 1, size);
+		else
+			snprintf(range, sizeof range, "Content-Range: bytes "
+			    "%" PRIu64 "-%" PRIu64 "/*", have, have + n - 1);
+		if (size == 0)
+			snprintf(range, sizeof range, "Content-Range: bytes "
+			    "*/0");
+		memset(&r, 0, sizeof r);
+		r.method = "PUT";
+		r.url = loc;
+		r.display = display;
+		r.auth = &gcs_auth;
+		r.headers = (const char *const *)hdrs;
+		r.body = data + have;
+		r.body_len = (size_t)n;
+		r.max = SMALL_MAX;
+		r.no_retry = 1;
+		rc = sk__fetch_request(&r, err);
+		if (rc == SK_ENETWORK) {
+			/* Broken on the way: ask where it stands. */
+			sk__req_free(&r);
+			if (++fails > cfg.attempts)
+				return rc;
+			sk_log(SK_LOG_INFO, "%s: %s; asking the server where "
+			    "the upload stands", display, err->msg);
+			snprintf(range, sizeof range, "Content-Range: bytes "
+			    "*/%" PRIu64, size);
+			memset(&r, 0, sizeof r);
+			r.method = "PUT";
+			r.url = loc;
+			r.display = display;
+			r.auth = &gcs_auth;
+			r.headers = (const char *const *)hdrs;
+			r.max = SMALL_MAX;
+			if ((rc = sk__fetch_request(&r, err)) != 0)
+				return rc;
+		} else if (rc != 0)
+			return rc;
+		rc = upload_status(&r, size, &have, &done, display, err);
+		sk__req_free(&r);
+		if (rc != 0)
+			return rc;
+		if (have > progress_at) {
+			progress_at = have;
+			fails = 0;
+		}
+	}
+	return 0;
+}
+
+static int
+gs_put(const struct sk_url *u, const char *url, const void *data,
+    uint64_t size, struct sk_error *err)
+{
+	static const char *const octet[] = {
+		"Content-Type: application/octet-stream", NULL
+	};
+	struct sk__req r;
+	char *name, *q;
+	int rc;
+
+	if (u->path[0] == '\0' || u->path[strlen(u->path) - 1] == '/')
+		return sk_error_set(err, SK_EINVAL, "%s: no object name", url);
+	if ((rc = gcs_creds(err)) != 0)
+		return rc;
+	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
+	    (q = sk__asprintf("%s/upload/storage/v1/b/%s/o?uploadType=%s&"
+	    "name=%s", gcs.endpoint, u->host, size <= chunk_size() ? "media" :
+	    "resumable", name)) == NULL) {
+		free(name);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	free(name);
+	if (size > chunk_size())
+		rc = gs_put_resumable(q, url, data, size, err);
+	else if ((rc = gcs_request(&r, "POST", q, url, octet, data,
+	    (size_t)size, SMALL_MAX, err)) == 0)
+		sk__req_free(&r);
+	free(q);
+	return rc;
+}
+
+static int
+gs_del(const struct sk_url *u, const char *url, struct sk_error *err)
+{
+	struct sk__req r;
+	char *name, *q;
+	int rc;
+
+	if ((rc = gcs_creds(err)) != 0)
+		return rc;
+	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
+	    (q = sk__asprintf("%s/storage/v1/b/%s/o/%s", gcs.endpoint,
+	    u->host, name)) == NULL) {
+		free(name);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	free(name);
+	if ((rc = gcs_request(&r, "DELETE", q, url, NULL, NULL, 0, SMALL_MAX,
+	    err)) == 0)
+		sk__req_free(&r);
+	free(q);
+	return rc;
+}
+
+const struct sk__source_ops sk__source_gs_ops = {
+	.name = "gs",
+	.open = gs_open,
+	.open_ahead = gs_open_ahead,
+	.ready = sk__remote_ready,
+	.pread = sk__remote_pread,
+	.peek = sk__remote_peek,
+	.size = sk__remote_size,
+	.close = sk__remote_close,
+	.list = gs_list,
+	.put = gs_put,
+	.del = gs_del,
+};

@@ -1,0 +1,817 @@
+/*
+ * source_s3.c - s3:// sources: S3 and the stores that speak its API (MinIO,
+ * Ceph, R2, GCS's XML endpoint) over the fetch engine, every request signed
+ * with SigV4. A shard is a stream of ranged GETs (If-Match on its ETag once
+ * the first response gave it); a folder is a ListObjectsV2 listing; pack
+ * uploads with PutObject, or a multipart upload whose parts are retried
+ * alone and which is aborted when it fails.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <expat.h>
+
+#include "internal.h"
+#include "cloud.h"
+#include "fetch.h"
+
+#define LIST_PAGE_MAX	((size_t)16 << 20)	/* one ListObjectsV2 page */
+#define LIST_PAGES_MAX	100000			/* 100M keys */
+#define XML_TEXT_MAX	4096			/* a key is 1024 bytes */
+#define SMALL_MAX	((size_t)1 << 20)	/* other responses */
+#define MPU_PARTS_MAX	10000			/* S3's limit */
+#define MPU_INFLIGHT	8
+
+/* ------------------------------------------------------------------------ */
+/* credentials, once per process                                            */
+
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t mu;
+	int loaded, rc, no_sign;
+	char err[SK_ERRMSG_MAX];
+	struct sk__aws_creds c;
+} s3 = { PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "",
+    { 0 } };
+
+/* The keys are read at the first s3:// request; an error is kept and
+ * given to every later one. */
+static int
+s3_creds(struct sk_error *err)
+{
+	struct sk_fetch_config cfg;
+	struct sk_error e;
+	int rc;
+
+	pthread_mutex_lock(&s3.mu);
+	if (!s3.loaded) {
+		sk_fetch_get_config(&cfg);
+		s3.no_sign = cfg.no_sign;
+		s3.rc = sk__aws_creds_load(&s3.c, s3.no_sign, &e);
+		if (s3.rc != 0)
+			snprintf(s3.err, sizeof s3.err, "%s", e.msg);
+		s3.loaded = 1;
+	}
+	rc = s3.rc;
+	pthread_mutex_unlock(&s3.mu);
+	if (rc != 0)
+		return sk_error_set(err, rc, "%s", s3.err);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* URLs and signatures                                                      */
+
+/*
+ * The request URL of bucket/key (query without '?', or NULL). Path style
+ * puts the bucket in the path (every compatible store takes it);
+ * virtual-hosted style in the host name, as AWS prefers.
+ */
+static char *
+s3_url(const char *bucket, const char *key, const char *query)
+{
+	const char *ep = s3.c.endpoint, *host;
+	char *k, *out;
+
+	if ((k = sk__uri_escape(key, 1)) == NULL)
+		return NULL;
+	host = strstr(ep, "://") + 3;
+	if (s3.c.path_style)
+		out = sk__asprintf("%s/%s/%s%s%s", ep, bucket, k,
+		    query ? "?" : "", query ? query : "");
+	else
+		out = sk__asprintf("%.*s%s.%s/%s%s%s", (int)(host - ep), ep,
+		    bucket, host, k, query ? "?" : "", query ? query : "");
+	free(k);
+	return out;
+}
+
+/* SigV4 headers for one attempt: the engine calls this each time, so a
+ * retry an hour later carries a fresh date. */
+static int
+s3_headers(void *ctx, const char *method, const char *url,
+    const char *payload, struct curl_slist **h, char *msg, size_t n)
+{
+	struct sk__hdr hd[4];
+	char host[512], path[4096], amzdate[17], line[4200], auth[1024];
+	const char *a, *p, *q;
+	struct curl_slist *nl;
+	size_t nh = 0, hl;
+	struct tm tm;
+	time_t now;
+	int i;
+
+	(void)ctx;
+	if (s3.c.access_key == NULL)
+		return 0;	/* unsigned: a public bucket */
+	a = strstr(url, "://");
+	a = a != NULL ? a + 3 : url;
+	p = a + strcspn(a, "/?");
+	q = strchr(p, '?');
+	hl = (size_t)(p - a);
+	/* curl leaves a default port out of Host: so does the signature. */
+	if (hl > 3 && strncmp(url, "http:", 5) == 0 &&
+	    strncmp(p - 3, ":80", 3) == 0)
+		hl -= 3;
+	else if (hl > 4 && strncmp(url, "https:", 6) == 0 &&
+	    strncmp(p - 4, ":443", 4) == 0)
+		hl -= 4;
+	if (hl >= sizeof host || (size_t)((q ? q : p + strlen(p)) - p) + 2 >
+	    sizeof path) {
+		snprintf(msg, n, "URL too long to sign");
+		return SK_EINVAL;
+	}
+	memcpy(host, a, hl);
+	host[hl] = '\0';
+	if (*p == '/' || *p == '\0')
+		snprintf(path, sizeof path, "%.*s", (int)((q ? q : p +
+		    strlen(p)) - p), *p ? p : "/");
+	if (path[0] == '\0')
+		strcpy(path, "/");
+	now = time(NULL);
+	gmtime_r(&now, &tm);
+	strftime(amzdate, sizeof amzdate, "%Y%m%dT%H%M%SZ", &tm);
+	hd[nh++] = (struct sk__hdr){ "host", host };
+	hd[nh++] = (struct sk__hdr){ "x-amz-content-sha256", payload };
+	hd[nh++] = (struct sk__hdr){ "x-amz-date", amzdate };
+	if (s3.c.session_token != NULL)
+		hd[nh++] = (struct sk__hdr){ "x-amz-security-token",
+		    s3.c.session_token };
+	if (sk__sigv4(s3.c.access_key, s3.c.secret_key, s3.c.region, "s3",
+	    method, path, q ? q + 1 : "", hd, nh, payload, amzdate, auth,
+	    sizeof auth) != 0) {
+		snprintf(msg, n, "cannot sign the request (SigV4)");
+		return SK_EINVAL;
+	}
+	for (i = 1; i < (int)nh + 1; i++) {
+		if (i == (int)nh)
+			snprintf(line, sizeof line, "Authorization: %s", auth);
+		else
+			snprintf(line, sizeof line, "%s: %s", hd[i].name,
+			    hd[i].value);
+		if ((nl = curl_slist_append(*h, line)) == NULL) {
+			snprintf(msg, n, "out of memory");
+			return SK_ENOMEM;
+		}
+		*h = nl;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* XML: error bodies, listings, upload ids                                  */
+
+/*
+ * A small expat reader: on_text gets each element's path from the root
+ * ("/ListBucketResult/Contents/Key") and its text. No DTD: a document
+ * that declares one is refused, so no entity is ever expanded.
+ */
+struct xml {
+	XML_Parser p;
+	char path[256];
+	size_t plen;
+	char text[XML_TEXT_MAX];
+	size_t tlen;
+	int bad;		/* too deep, too long, a DTD */
+	int (*on_text)(struct xml *x, const char *path, const char *text);
+	void *arg;
+};
+
+static void
+xml_start(void *arg, const XML_Char *name, const XML_Char **attrs)
+{
+	struct xml *x = arg;
+	size_t n = strlen(name);
+
+	(void)attrs;
+	if (x->plen + n + 2 > sizeof x->path) {
+		x->bad = 1;
+		XML_StopParser(x->p, XML_FALSE);
+		return;
+	}
+	x->path[x->plen++] = '/';
+	memcpy(x->path + x->plen, name, n + 1);
+	x->plen += n;
+	x->tlen = 0;
+	x->text[0] = '\0';
+}
+
+static void
+xml_end(void *arg, const XML_Char *name)
+{
+	struct xml *x = arg;
+
+	(void)name;
+	if (x->on_text(x, x->path, x->text) != 0) {
+		XML_StopParser(x->p, XML_FALSE);
+		return;
+	}
+	while (x->plen > 0 && x->path[x->plen - 1] != '/')
+		x->plen--;
+	if (x->plen > 0)
+		x->plen--;
+	x->path[x->plen] = '\0';
+	x->tlen = 0;
+	x->text[0] = '\0';
+}
+
+static void
+xml_chars(void *arg, const XML_Char *s, int len)
+{
+	struct xml *x = arg;
+
+	if (x->tlen + (size_t)len >= sizeof x->text) {
+		x->bad = 1;
+		XML_StopParser(x->p, XML_FALSE);
+		return;
+	}
+	memcpy(x->text + x->tlen, s, (size_t)len);
+	x->tlen += (size_t)len;
+	x->text[x->tlen] = '\0';
+}
+
+static void
+xml_doctype(void *arg, const XML_Char *name, const XML_Char *sysid,
+    const XML_Char *pubid, int internal)
+{
+	struct xml *x = arg;
+
+	(void)name, (void)sysid, (void)pubid, (void)internal;
+	x->bad = 1;
+	XML_StopParser(x->p, XML_FALSE);
+}
+
+/* 0 when the whole body parsed, -1 otherwise (on_text's own stop too). */
+static int
+xml_parse(const char *body, size_t len,
+    int (*on_text)(struct xml *, const char *, const char *), void *arg)
+{
+	struct xml *x;
+	int rc;
+
+	if ((x = calloc(1, sizeof *x)) == NULL)
+		return -1;
+	if ((x->p = XML_ParserCreate("UTF-8")) == NULL) {
+		free(x);
+		return -1;
+	}
+	x->on_text = on_text;
+	x->arg = arg;
+	XML_SetUserData(x->p, x);
+	XML_SetElementHandler(x->p, xml_start, xml_end);
+	XML_SetCharacterDataHandler(x->p, xml_chars);
+	XML_SetStartDoctypeDeclHandler(x->p, xml_doctype);
+	rc = len > INT32_MAX || XML_Parse(x->p, body, (int)len, XML_TRUE) !=
+	    XML_STATUS_OK || x->bad ? -1 : 0;
+	XML_ParserFree(x->p);
+	free(x);
+	return rc;
+}
+
+struct s3err {
+	char code[128], message[512];
+};
+
+/* Printable ASCII only: a server's words reach a terminal. */
+static void
+copy_clean(char *dst, size_t n, const char *src)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n && src[i] != '\0'; i++)
+		dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ||
+		    (unsigned char)src[i] >= 0x80 ? '?' : src[i];
+	dst[i] = '\0';
+}
+
+static int
+err_text(struct xml *x, const char *path, const char *text)
+{
+	struct s3err *e = x->arg;
+
+	if (strcmp(path, "/Error/Code") == 0)
+		copy_clean(e->code, sizeof e->code, text);
+	else if (strcmp(path, "/Error/Message") == 0)
+		copy_clean(e->message, sizeof e->message, text);
+	return 0;
+}
+
+/*
+ * A message a user can act on, from an S3 error response: what failed,
+ * which credentials were used (never the secret) and what to check.
+ */
+static int
+s3_explain(void *ctx, long status, const char *body, size_t len,
+    const char *display, const char *version, char *msg, size_t n)
+{
+	struct s3err e;
+	const char *src = s3.c.source;
+
+	(void)ctx, (void)version;
+	memset(&e, 0, sizeof e);
+	if (len > 0)
+		xml_parse(body, len, err_text, &e);
+	if (strcmp(e.code, "RequestTimeTooSkewed") == 0) {
+		snprintf(msg, n, "%s: HTTP %ld RequestTimeTooSkewed: this "
+		    "machine's clock differs from the server's by more than 15 "
+		    "minutes; set the clock (NTP) and retry", display, status);
+		return SK_EACCES;
+	}
+	if (strcmp(e.code, "SignatureDoesNotMatch") == 0) {
+		snprintf(msg, n, "%s: HTTP %ld SignatureDoesNotMatch: the "
+		    "server refused the signature made with the keys from %s: "
+		    "check AWS_SECRET_ACCESS_KEY (or the profile's "
+		    "aws_secret_access_key) and the endpoint %s", display,
+		    status, src, s3.c.endpoint);
+		return SK_EACCES;
+	}
+	if (strcmp(e.code, "InvalidAccessKeyId") == 0) {
+		snprintf(msg, n, "%s: HTTP %ld InvalidAccessKeyId: the access "
+		    "key from %s is unknown at %s: check the key and "
+		    "AWS_ENDPOINT_URL_S3", display, status, src,
+		    s3.c.endpoint);
+		return SK_EACCES;
+	}
+	if (strcmp(e.code, "ExpiredToken") == 0 ||
+	    strcmp(e.code, "TokenRefreshRequired") == 0) {
+		snprintf(msg, n, "%s: HTTP %ld %s: the session token from %s "
+		    "has expired: get new credentials", display, status, e.code,
+		    src);
+		return SK_EACCES;
+	}
+	if (strcmp(e.code, "NoSuchBucket") == 0) {
+		snprintf(msg, n, "%s: HTTP %ld NoSuchBucket: no such bucket at "
+		    "%s", display, status, s3.c.endpoint);
+		return SK_ENOENT;
+	}
+	if (strcmp(e.code, "AuthorizationHeaderMalformed") == 0 ||
+	    strcmp(e.code, "PermanentRedirect") == 0 || status == 301) {
+		snprintf(msg, n, "%s: HTTP %ld %s: the bucket is not in region "
+		    "%s or not at %s: set AWS_REGION (%s)", display, status,
+		    e.code[0] ? e.code : "redirect", s3.c.region,
+		    s3.c.endpoint, e.message[0] ? e.message : "no message");
+		return SK_EACCES;
+	}
+	if (status == 404) {
+		snprintf(msg, n, "%s: HTTP 404 %s: no such object", display,
+		    e.code[0] ? e.code : "NoSuchKey");
+		return SK_ENOENT;
+	}
+	if (status == 401 || status == 403) {
+		snprintf(msg, n, "%s: HTTP %ld %s: access denied to the keys "
+		    "from %s: check the bucket's policy for them, the region "
+		    "(%s) and the endpoint (%s)%s", display, status,
+		    e.code[0] ? e.code : "AccessDenied", src, s3.c.region,
+		    s3.c.endpoint, s3.c.access_key == NULL ? "; unsigned "
+		    "requests reach only public buckets" : "");
+		return SK_EACCES;
+	}
+	snprintf(msg, n, "%s: HTTP %ld%s%s%s%s", display, status,
+	    e.code[0] ? " " : "", e.code, e.message[0] ? ": " : "",
+	    e.message);
+	return status == 400 ? SK_EINVAL : SK_EIO;
+}
+
+static const struct sk__auth s3_auth = {
+	.headers = s3_headers,
+	.explain = s3_explain,
+};
+
+/* One signed request to bucket/key?query; 0 with the response in *r
+ * when its status is 2xx, else the explained error. */
+static int
+s3_request(struct sk__req *r, const char *method, const char *bucket,
+    const char *key, const char *query, const void *body, size_t len,
+    size_t max, struct sk_error *err)
+{
+	char *url, *display;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if ((rc = s3_creds(err)) != 0)
+		return rc;
+	if ((url = s3_url(bucket, key, query)) == NULL ||
+	    (display = sk__asprintf("s3://%s/%s", bucket, key)) == NULL) {
+		free(url);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	r->method = method;
+	r->url = url;
+	r->display = display;
+	r->auth = &s3_auth;
+	r->body = body;
+	r->body_len = len;
+	r->max = max;
+	rc = sk__fetch_request(r, err);
+	if (rc == 0 && (r->status < 200 || r->status > 299)) {
+		char msg[SK_ERRMSG_MAX];
+
+		rc = s3_explain(NULL, r->status, r->resp, r->resp_len, display,
+		    NULL, msg, sizeof msg);
+		sk_error_set(err, rc, "%s", msg);
+	}
+	r->url = r->display = NULL;
+	free(url);
+	free(display);
+	if (rc != 0)
+		sk__req_free(r);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* reading                                                                  */
+
+static int
+s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+{
+	struct sk__stream *st = NULL;
+	struct sk_error err;
+	char *url;
+	int rc;
+
+	if ((rc = s3_creds(&err)) != 0)
+		return sk__fail(&s->h, rc, "%s: %s", s->url, err.msg);
+	if (u->path[0] == '\0')
+		return sk__fail(&s->h, SK_EINVAL, "%s: no object name (a "
+		    "folder ends in '/')", s->url);
+	if ((url = s3_url(u->host, u->path, NULL)) == NULL)
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	rc = sk__stream_start_auth(&st, url, s->url, hint, &s3_auth, &err);
+	free(url);
+	if (rc != 0)
+		return sk__fail(&s->h, rc, "%s", err.msg);
+	s->impl = st;
+	return 0;
+}
+
+static int
+s3_open(sk_source *s, const struct sk_url *u)
+{
+	int rc;
+
+	if ((rc = s3_open_ahead(s, u, 0)) != 0)
+		return rc;
+	return sk__remote_ready(s);
+}
+
+struct listing {
+	const char *bucket;
+	struct sk_strlist *out;
+	char token[XML_TEXT_MAX];
+	int truncated;
+	int oom;
+};
+
+static int
+list_text(struct xml *x, const char *path, const char *text)
+{
+	struct listing *l = x->arg;
+	char *url;
+
+	if (strcmp(path, "/ListBucketResult/Contents/Key") == 0) {
+		if ((url = sk__asprintf("s3://%s/%s", l->bucket, text)) ==
+		    NULL || sk_strlist_push(l->out, url) != 0)
+			l->oom = 1;
+		free(url);
+		return l->oom ? -1 : 0;
+	}
+	if (strcmp(path, "/ListBucketResult/NextContinuationToken") == 0)
+		snprintf(l->token, sizeof l->token, "%s", text);
+	else if (strcmp(path, "/ListBucketResult/IsTruncated") == 0)
+		l->truncated = strcmp(text, "true") == 0;
+	return 0;
+}
+
+/* Page size of a listing: SK_LIST_PAGE (1..1000), else 1000. */
+int
+sk__list_page(void)
+{
+	const char *v = getenv("SK_LIST_PAGE");
+	long n;
+
+	if (v == NULL || (n = strtol(v, NULL, 10)) < 1 || n > 1000)
+		return 1000;
+	return (int)n;
+}
+
+/*
+ * The objects right under a folder (prefix ending in '/'), page after
+ * page: ListObjectsV2 with a delimiter, as the local listing is not
+ * recursive.
+ */
+static int
+s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
+    struct sk_error *err)
+{
+	struct listing l;
+	struct sk__req r;
+	char *prefix = NULL, *tok = NULL, *query = NULL, prev[XML_TEXT_MAX];
+	size_t n = strlen(url);
+	int rc = 0, pages;
+
+	if (n == 0 || url[n - 1] != '/')
+		return sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in "
+		    "'/'", url);
+	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	memset(&l, 0, sizeof l);
+	l.bucket = u->host;
+	l.out = out;
+	prev[0] = '\0';
+	for (pages = 0; pages < LIST_PAGES_MAX; pages++) {
+		free(query);
+		query = sk__asprintf("list-type=2&prefix=%s&delimiter=%%2F&"
+		    "max-keys=%d%s%s", prefix, sk__list_page(), tok ?
+		    "&continuation-token=" : "", tok ? tok : "");
+		if (query == NULL) {
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+			break;
+		}
+		if ((rc = s3_request(&r, "GET", u->host, "", query, NULL, 0,
+		    LIST_PAGE_MAX, err)) != 0)
+			break;
+		l.token[0] = '\0';
+		l.truncated = 0;
+		if (xml_parse(r.resp, r.resp_len, list_text, &l) != 0) {
+			rc = l.oom ? sk_error_set(err, SK_ENOMEM, "out of "
+			    "memory") : sk_error_set(err, SK_EFORMAT, "%s: "
+			    "page %d of the listing is not a ListObjectsV2 "
+			    "response", url, pages + 1);
+			sk__req_free(&r);
+			break;
+		}
+		sk__req_free(&r);
+		if (!l.truncated)
+			break;
+		/* A server that repeats itself would list forever. */
+		if (l.token[0] == '\0' || strcmp(l.token, prev) == 0) {
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing is "
+			    "truncated with no new continuation token", url);
+			break;
+		}
+		snprintf(prev, sizeof prev, "%s", l.token);
+		free(tok);
+		if ((tok = sk__uri_escape(l.token, 0)) == NULL) {
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+			break;
+		}
+	}
+	if (rc == 0 && pages == LIST_PAGES_MAX)
+		rc = sk_error_set(err, SK_ETOOBIG, "%s: more than %d pages",
+		    url, LIST_PAGES_MAX);
+	free(query);
+	free(tok);
+	free(prefix);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* writing                                                                  */
+
+struct upload_id {
+	char id[1024];
+};
+
+static int
+id_text(struct xml *x, const char *path, const char *text)
+{
+	struct upload_id *u = x->arg;
+
+	if (strcmp(path, "/InitiateMultipartUploadResult/UploadId") == 0)
+		snprintf(u->id, sizeof u->id, "%s", text);
+	return 0;
+}
+
+struct mpu_part {
+	struct sk__req r;
+	char *url;
+	int number;
+	int busy;
+	char etag[256];
+};
+
+/* Wait for part p and keep its ETag: 0 or the explained error. */
+static int
+part_wait(struct mpu_part *p, const char *display, struct sk_error *err)
+{
+	char msg[SK_ERRMSG_MAX];
+	int rc;
+
+	p->busy = 0;
+	rc = sk__req_wait(&p->r, err);
+	if (rc == 0 && (p->r.status < 200 || p->r.status > 299)) {
+		rc = s3_explain(NULL, p->r.status, p->r.resp, p->r.resp_len,
+		    display, NULL, msg, sizeof msg);
+		sk_error_set(err, rc, "%s (part %d)", msg, p->number);
+	} else if (rc == 0 && sk__req_header(&p->r, "etag", p->etag,
+	    sizeof p->etag) == NULL)
+		rc = sk_error_set(err, SK_EIO, "%s: part %d: no ETag in the "
+		    "response", display, p->number);
+	sk__req_free(&p->r);
+	free(p->url);
+	p->url = NULL;
+	return rc;
+}
+
+/* The part size of a multipart upload: --part-size, at least the 5 MiB S3
+ * wants of every part but the last. An object of two parts or more goes
+ * up in parts. */
+static uint64_t
+mpu_part_size(void)
+{
+	struct sk_fetch_config cfg;
+
+	sk_fetch_get_config(&cfg);
+	return cfg.part_size < ((uint64_t)5 << 20) ? (uint64_t)5 << 20 :
+	    cfg.part_size;
+}
+
+/*
+ * Multipart upload: parts of mpu_part_size(), MPU_INFLIGHT at once, each
+ * retried alone by the engine; completed with their ETags, or aborted so
+ * no half upload is left to bill.
+ */
+static int
+s3_put_multipart(const char *bucket, const char *key, const uint8_t *data,
+    uint64_t size, const char *display, struct sk_error *err)
+{
+	struct mpu_part slot[MPU_INFLIGHT];
+	struct upload_id uid;
+	struct sk__req r;
+	char *q = NULL, *xml = NULL, *idq = NULL, **etags = NULL;
+	uint64_t psize = mpu_part_size(), off;
+	size_t cap, used;
+	int rc, nparts, i, k;
+
+	memset(slot, 0, sizeof slot);
+	while ((size + psize - 1) / psize > MPU_PARTS_MAX)
+		psize *= 2;
+	nparts = (int)((size + psize - 1) / psize);
+	if ((rc = s3_request(&r, "POST", bucket, key, "uploads", NULL, 0,
+	    SMALL_MAX, err)) != 0)
+		return rc;
+	memset(&uid, 0, sizeof uid);
+	if (xml_parse(r.resp, r.resp_len, id_text, &uid) != 0 ||
+	    uid.id[0] == '\0') {
+		sk__req_free(&r);
+		return sk_error_set(err, SK_EFORMAT, "%s: the server gave no "
+		    "UploadId for a multipart upload", display);
+	}
+	sk__req_free(&r);
+	if ((idq = sk__uri_escape(uid.id, 0)) == NULL ||
+	    (etags = calloc((size_t)nparts, sizeof *etags)) == NULL) {
+		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+		goto abort;
+	}
+	for (i = 0, off = 0; i < nparts; i++, off += psize) {
+		struct mpu_part *p = &slot[i % MPU_INFLIGHT];
+
+		if (p->busy) {
+			if ((rc = part_wait(p, display, err)) != 0)
+				goto abort;
+			if ((etags[p->number - 1] = strdup(p->etag)) == NULL)
+				goto nomem;
+		}
+		if ((q = sk__asprintf("partNumber=%d&uploadId=%s", i + 1,
+		    idq)) == NULL || (p->url = s3_url(bucket, key, q)) == NULL)
+			goto nomem;
+		free(q);
+		q = NULL;
+		memset(&p->r, 0, sizeof p->r);
+		p->number = i + 1;
+		p->r.method = "PUT";
+		p->r.url = p->url;
+		p->r.display = display;
+		p->r.auth = &s3_auth;
+		p->r.body = data + off;
+		p->r.body_len = (size_t)(size - off < psize ? size - off :
+		    psize);
+		p->r.max = SMALL_MAX;
+		if ((rc = sk__req_start(&p->r, err)) != 0) {
+			free(p->url);
+			p->url = NULL;
+			goto abort;
+		}
+		p->busy = 1;
+	}
+	for (k = 0; k < MPU_INFLIGHT; k++) {
+		struct mpu_part *p = &slot[(i + k) % MPU_INFLIGHT];
+
+		if (!p->busy)
+			continue;
+		if ((rc = part_wait(p, display, err)) != 0)
+			goto abort;
+		if ((etags[p->number - 1] = strdup(p->etag)) == NULL)
+			goto nomem;
+	}
+	cap = 128 + (size_t)nparts * 320;
+	if ((xml = malloc(cap)) == NULL)
+		goto nomem;
+	used = (size_t)snprintf(xml, cap, "<CompleteMultipartUpload>");
+	for (i = 0; i < nparts; i++)
+		used += (size_t)snprintf(xml + used, cap - used, "<Part><Part"
+		    "Number>%d</PartNumber><ETag>%s</ETag></Part>", i + 1,
+		    etags[i]);
+	used += (size_t)snprintf(xml + used, cap - used,
+	    "</CompleteMultipartUpload>");
+	if ((q = sk__asprintf("uploadId=%s", idq)) == NULL)
+		goto nomem;
+	if ((rc = s3_request(&r, "POST", bucket, key, q, xml, used, SMALL_MAX,
+	    err)) != 0)
+		goto abort;
+	/* A 200 may still carry an error (S3's documented quirk). */
+	if (strstr(r.resp, "<Error>") != NULL) {
+		char msg[SK_ERRMSG_MAX];
+
+		rc = s3_explain(NULL, 500, r.resp, r.resp_len, display, NULL,
+		    msg, sizeof msg);
+		sk_error_set(err, rc, "%s (completing the upload)", msg);
+		sk__req_free(&r);
+		goto abort;
+	}
+	sk__req_free(&r);
+	goto out;
+nomem:
+	rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+abort:
+	for (k = 0; k < MPU_INFLIGHT; k++)
+		if (slot[k].busy) {
+			struct sk_error e2;
+
+			part_wait(&slot[k], display, &e2);
+		}
+	if (idq != NULL) {
+		struct sk_error e2;
+
+		free(q);
+		if ((q = sk__asprintf("uploadId=%s", idq)) != NULL &&
+		    s3_request(&r, "DELETE", bucket, key, q, NULL, 0,
+		    SMALL_MAX, &e2) == 0)
+			sk__req_free(&r);
+		else
+			sk_log(SK_LOG_WARN, "%s: the failed multipart upload "
+			    "could not be aborted; a lifecycle rule for "
+			    "incomplete uploads cleans it up", display);
+	}
+out:
+	if (etags != NULL)
+		for (i = 0; i < nparts; i++)
+			free(etags[i]);
+	free(etags);
+	free(xml);
+	free(q);
+	free(idq);
+	return rc;
+}
+
+static int
+s3_put(const struct sk_url *u, const char *url, const void *data,
+    uint64_t size, struct sk_error *err)
+{
+	struct sk__req r;
+	int rc;
+
+	if (u->path[0] == '\0' || u->path[strlen(u->path) - 1] == '/')
+		return sk_error_set(err, SK_EINVAL, "%s: no object name", url);
+	if (size > mpu_part_size())
+		return s3_put_multipart(u->host, u->path, data, size, url,
+		    err);
+	if ((rc = s3_request(&r, "PUT", u->host, u->path, NULL, data,
+	    (size_t)size, SMALL_MAX, err)) != 0)
+		return rc;
+	sk__req_free(&r);
+	return 0;
+}
+
+static int
+s3_del(const struct sk_url *u, const char *url, struct sk_error *err)
+{
+	struct sk__req r;
+	int rc;
+
+	(void)url;
+	/* S3 answers 204 whether or not the key was there. */
+	if ((rc = s3_request(&r, "DELETE", u->host, u->path, NULL, NULL, 0,
+	    SMALL_MAX, err)) != 0)
+		return rc;
+	sk__req_free(&r);
+	return 0;
+}
+
+const struct sk__source_ops sk__source_s3_ops = {
+	.name = "s3",
+	.open = s3_open,
+	.open_ahead = s3_open_ahead,
+	.ready = sk__remote_ready,
+	.pread = sk__remote_pread,
+	.peek = sk__remote_peek,
+	.size = sk__remote_size,
+	.close = sk__remote_close,
+	.list = s3_list,
+	.put = s3_put,
+	.del = s3_del,
+};
