@@ -1,6 +1,7 @@
 /*
  * cli-remote.c - the options of the fetch engine (connections, parts,
- * timeouts, the CA bundle) that every tool reading http(s):// takes, and
+ * timeouts, the CA bundle, unsigned s3://) that every tool reading
+ * http(s)://, gs:// and s3:// takes, and
  * the remote counters as each tool prints and --jsons them.
  */
 #include "config.h"
@@ -17,21 +18,23 @@
 
 const struct cli_option cli_remote_opts[] = {
 	OPT("connections", CLI_R_CONNECTIONS, CLI_INT, "N",
-	    "http(s): connections at once, all shards (64)", 1, 4096),
+	    "connections at once, all shards (64)", 1, 4096),
 	OPT("parts", CLI_R_PARTS, CLI_INT, "N",
-	    "http(s): ranged GETs in flight per shard (4)", 1, 64),
+	    "ranged GETs in flight per shard (4)", 1, 64),
 	OPT("part-size", CLI_R_PART_SIZE, CLI_SIZE, "SIZE",
-	    "http(s): bytes per ranged GET (8M)", 4096, 1ULL << 30),
+	    "bytes per ranged GET (8M)", 4096, 1ULL << 30),
 	OPT("connect-timeout", CLI_R_CONNECT_TIMEOUT, CLI_DURATION, "TIME",
-	    "http(s): time to connect (10s)", 0.001, 3600),
+	    "time to connect (10s)", 0.001, 3600),
 	OPT("stall-timeout", CLI_R_STALL_TIMEOUT, CLI_DURATION, "TIME",
-	    "http(s): a transfer with no byte for this long\nis retried (30s)",
+	    "a transfer with no byte for this long\nis retried (30s)",
 	    1, 3600),
 	OPT("retry-time", CLI_R_RETRY_TIME, CLI_DURATION, "TIME",
-	    "http(s): give up on a part after retrying\nthis long (2m)", 0,
+	    "give up on a part after retrying\nthis long (2m)", 0,
 	    86400),
 	OPT("attempts", CLI_R_ATTEMPTS, CLI_INT, "N",
-	    "http(s): tries per part at most (30)", 1, 1000),
+	    "tries per part at most (30)", 1, 1000),
+	OPT("no-sign-request", CLI_R_NO_SIGN, CLI_FLAG, NULL,
+	    "s3: send requests unsigned (a public bucket)", 0, 0),
 	OPT("ca-file", CLI_R_CA_FILE, CLI_STRING, "FILE",
 	    "https: trust these CAs (CURL_CA_BUNDLE,\nSSL_CERT_FILE, the "
 	    "system store)", 0, 0),
@@ -87,6 +90,7 @@ cli_remote_set(struct cli_remote *r, const struct cli_option *o,
 	case CLI_R_RETRY_TIME: c->retry_time = v->d; break;
 	case CLI_R_ATTEMPTS: c->attempts = (int)v->i; break;
 	case CLI_R_CA_FILE: c->ca_file = v->s; break;
+	case CLI_R_NO_SIGN: c->no_sign = 1; break;
 	default:
 		return 0;
 	}

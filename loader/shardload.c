@@ -71,7 +71,7 @@ static const struct cli_option keys_opts[] = {
 	{ "augmentation", cli_loader_augment }, \
 	{ "output", cli_loader_output }, \
 	{ "ranks and position", cli_loader_ranks }, \
-	{ "remote (http, https)", cli_remote_opts }
+	{ "remote (http, https, gs, s3)", cli_remote_opts }
 
 static const struct cli_group bench_groups[] = {
 	LOADER_GROUPS, { "bench", bench_opts }, { NULL, NULL }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "pack.h"
+#include "shards.h"
 
 static int pack_exec(int, char **);
 
@@ -21,8 +22,8 @@ static const char *const formats[] = { "png", "jpg", "jpeg", NULL };
 
 static const struct cli_option pack_options[] = {
 	{ "output", 'o', OPT_OUTPUT, CLI_STRING, "PATTERN",
-	    "shard path with one %d, e.g. 'out/c10-%06d.tar'\n(required)", 0,
-	    0, NULL, 0 },
+	    "shard path with one %d, e.g. 'out/c10-%06d.tar'\nor "
+	    "'gs://bucket/c10-%06d.tar' (required)", 0, 0, NULL, 0 },
 	{ "manifest", 0, OPT_MANIFEST, CLI_STRING, "PATH",
 	    "the manifest (default: NAME.json beside the shards)", 0, 0, NULL,
 	    0 },
@@ -60,7 +61,7 @@ static const struct cli_option pack_options[] = {
 };
 
 static const struct cli_group pack_groups[] = {
-	{ "pack", pack_options }, { NULL, NULL }
+	{ "pack", pack_options }, SHARDS_REMOTE_GROUP, { NULL, NULL }
 };
 
 const struct cli_command cmd_pack_entry = {
@@ -86,6 +87,7 @@ const struct cli_command cmd_pack_entry = {
 
 struct pack_cli {
 	struct pack_opts o;
+	struct cli_remote remote;
 	const char *split;
 	int format_given;
 };
@@ -95,6 +97,9 @@ pack_set(void *ctx, const struct cli_option *opt, const struct cli_value *v)
 {
 	struct pack_cli *p = ctx;
 	struct pack_opts *o = &p->o;
+
+	if (cli_remote_set(&p->remote, opt, v))
+		return;
 
 	switch (opt->id) {
 	case OPT_OUTPUT: o->pattern = v->s; break;
@@ -134,7 +139,9 @@ pack_exec(int argc, char **argv)
 	int rc, format_given, optind;
 
 	p.o.workers = cli_cpus_per_rank();
+	cli_remote_init(&p.remote);
 	optind = cli_parse(&cmd_pack_entry, argc, argv, pack_set, &p);
+	cli_remote_finish(&p.remote);
 	o = p.o;
 	split = p.split;
 	format_given = p.format_given;

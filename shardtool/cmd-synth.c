@@ -507,31 +507,6 @@ out_close(struct sk_atomic *a)
 }
 
 static void
-mkdir_p(const char *dir)
-{
-	char buf[4096], *p, c;
-	struct stat st;
-
-	if ((size_t)snprintf(buf, sizeof buf, "%s", dir) >= sizeof buf)
-		die("%s: path too long", dir);
-	for (p = buf + 1; ; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		c = *p;
-		*p = '\0';
-		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-			die("%s: %s", buf, strerror(errno));
-		*p = c;
-		if (c == '\0')
-			break;
-	}
-	if (stat(buf, &st) != 0)
-		die("%s: %s", buf, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		die("%s: not a directory", buf);
-}
-
-static void
 write_records(const char *dir, const char *name, uint64_t seed,
     uint64_t what, const uint16_t *labels, size_t first, size_t n,
     uint64_t *bytes)

@@ -7,7 +7,13 @@
  * shards do not depend on -j. Ownership: a slot belongs to the worker that
  * claimed it until ready is set, then to the writer until it clears ready.
  * All of next, written and ready are guarded by mu.
+ *
+ * To a bucket (-o gs://... or s3://...), each shard is written in a local
+ * staging folder and handed to the uploader thread when it closes; the
+ * uploader stores it and deletes the local copy while the next shards are
+ * packed. The manifest goes up last, once every shard is in the bucket.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -59,7 +65,187 @@ struct engine {
 	uint64_t nskipped;
 	double t0, last_progress;
 	int progress;
+
+	/* to a bucket */
+	int remote;
+	char *rpath;			/* the open shard's URL */
+	struct uploader *up;
 };
+
+/* ------------------------------------------------------------------------ */
+/* uploads                                                                  */
+
+/*
+ * At most UPLOAD_QUEUE closed shards wait for the uploader: the staging
+ * folder holds a few shards, never the dataset, and packing waits when the
+ * link is the slower side. Everything is guarded by mu.
+ */
+#define UPLOAD_QUEUE 2
+
+struct upload {
+	char *local, *url;
+	uint64_t size;
+	struct upload *next;
+};
+
+struct uploader {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct upload *head, **tail;
+	int queued, busy, stop, failed;
+	char err[SK_ERRMSG_MAX];
+	uint64_t done, bytes;
+	char *stage;			/* the local staging folder */
+};
+
+/* The staging folder goes with the process, even when it dies. */
+static char *stage_dir;
+
+static void
+stage_cleanup(void)
+{
+	char cmd_path[4096];
+	struct dirent *d;
+	DIR *dir;
+
+	if (stage_dir == NULL || (dir = opendir(stage_dir)) == NULL)
+		return;
+	while ((d = readdir(dir)) != NULL) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(cmd_path, sizeof cmd_path, "%s/%s", stage_dir,
+		    d->d_name);
+		unlink(cmd_path);
+	}
+	closedir(dir);
+	rmdir(stage_dir);
+}
+
+static void *
+uploader_main(void *arg)
+{
+	struct uploader *u = arg;
+	struct sk_error err;
+	struct upload *x;
+	int rc;
+
+	pthread_mutex_lock(&u->mu);
+	for (;;) {
+		while (u->head == NULL && !u->stop)
+			pthread_cond_wait(&u->cv, &u->mu);
+		if (u->head == NULL)
+			break;
+		x = u->head;
+		u->head = x->next;
+		if (u->head == NULL)
+			u->tail = &u->head;
+		u->busy = 1;
+		pthread_mutex_unlock(&u->mu);
+		rc = u->failed ? SK_EIO : sk_object_put_file(x->url, x->local,
+		    &err);
+		unlink(x->local);
+		pthread_mutex_lock(&u->mu);
+		u->busy = 0;
+		u->queued--;
+		if (rc == 0) {
+			u->done++;
+			u->bytes += x->size;
+		} else if (!u->failed) {
+			u->failed = 1;
+			snprintf(u->err, sizeof u->err, "%s", err.msg);
+		}
+		pthread_cond_broadcast(&u->cv);
+		free(x->local);
+		free(x->url);
+		free(x);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+static struct uploader *
+uploader_start(void)
+{
+	struct uploader *u = xcalloc(1, sizeof *u);
+	const char *tmp = getenv("TMPDIR");
+
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	u->tail = &u->head;
+	if (asprintf(&u->stage, "%s/shardtool-pack-XXXXXX", tmp != NULL &&
+	    *tmp == '/' ? tmp : "/tmp") < 0)
+		die("out of memory");
+	if (mkdtemp(u->stage) == NULL)
+		die("%s: cannot make a staging folder: %s", u->stage,
+		    strerror(errno));
+	stage_dir = u->stage;
+	atexit(stage_cleanup);
+	if (pthread_create(&u->thread, NULL, uploader_main, u) != 0)
+		die("cannot start the upload thread");
+	return u;
+}
+
+/* Where the object at url is written before it goes up. */
+static char *
+stage_path(const struct uploader *u, const char *url)
+{
+	const char *base = strrchr(url, '/');
+	size_t n = strlen(u->stage) + strlen(base) + 1;
+	char *s = xmalloc(n);
+
+	snprintf(s, n, "%s%s", u->stage, base);
+	return s;
+}
+
+/* Die with the first upload's error, saying what is in the bucket. */
+static void
+uploader_check(struct uploader *u)
+{
+	if (u->failed)
+		die("%s; %llu shards were uploaded and no manifest was written",
+		    u->err, (unsigned long long)u->done);
+}
+
+static void
+uploader_add(struct uploader *u, char *local, const char *url,
+    uint64_t size)
+{
+	struct upload *x = xcalloc(1, sizeof *x);
+
+	x->local = local;
+	x->url = xstrdup(url);
+	x->size = size;
+	pthread_mutex_lock(&u->mu);
+	while (u->queued >= UPLOAD_QUEUE && !u->failed)
+		pthread_cond_wait(&u->cv, &u->mu);
+	uploader_check(u);
+	*u->tail = x;
+	u->tail = &x->next;
+	u->queued++;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+/* Wait for every shard to be in the bucket. */
+static void
+uploader_finish(struct uploader *u, int progress)
+{
+	pthread_mutex_lock(&u->mu);
+	while (u->queued > 0 && !u->failed) {
+		if (progress)
+			fprintf(stderr, "\ruploading: %d shards to go\033[K",
+			    u->queued);
+		pthread_cond_wait(&u->cv, &u->mu);
+	}
+	u->stop = 1;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	pthread_join(u->thread, NULL);
+	if (progress)
+		fprintf(stderr, "\r\033[K");
+	uploader_check(u);
+}
 
 static double
 now(void)
@@ -187,6 +373,27 @@ json_quote(char *dst, size_t cap, const char *src)
 /* ------------------------------------------------------------------------ */
 /* the output pattern                                                       */
 
+static int
+is_bucket(const char *path)
+{
+	return strncmp(path, "gs://", 5) == 0 || strncmp(path, "s3://", 5) == 0;
+}
+
+/* A local -o whose folder does not exist: make it, as a user expects. */
+static void
+make_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+
+	if (slash == NULL || slash == path)
+		return;
+	dir = xstrdup(path);
+	dir[slash - path] = '\0';
+	mkdir_p(dir);
+	free(dir);
+}
+
 /* Split "DIR/name-%06d.tar" around its one integer conversion. */
 static void
 parse_pattern(struct engine *e)
@@ -294,14 +501,15 @@ progress(struct engine *e, int final)
 static const char *
 manifest_url(struct engine *e)
 {
-	const char *base = strrchr(e->path, '/');
-	size_t dir = base ? (size_t)(base - e->path) + 1 : 0;
+	const char *path = e->remote ? e->rpath : e->path;
+	const char *base = strrchr(path, '/');
+	size_t dir = base ? (size_t)(base - path) + 1 : 0;
 
 	free(e->url);
-	if (e->mdir_len == dir && strncmp(e->path, e->mpath, dir) == 0)
-		e->url = xstrdup(e->path + dir);
-	else if (e->path[0] == '/')
-		e->url = xstrdup(e->path);
+	if (e->mdir_len == dir && strncmp(path, e->mpath, dir) == 0)
+		e->url = xstrdup(path + dir);
+	else if (path[0] == '/' || e->remote)
+		e->url = xstrdup(path);
 	else {
 		char *cwd = getcwd(NULL, 0);
 
@@ -330,7 +538,12 @@ close_shard(struct engine *e)
 		die("out of memory");
 	e->bytes += info.filesize;
 	e->nshards++;
-	free(e->path);
+	if (e->remote) {
+		uploader_add(e->up, e->path, e->rpath, info.filesize);
+		free(e->rpath);
+		e->rpath = NULL;
+	} else
+		free(e->path);
 	e->path = NULL;
 }
 
@@ -340,7 +553,14 @@ open_shard(struct engine *e)
 	struct sk_tar_writer_opts wo = { .mtime = e->o->mtime,
 	    .fsync = e->o->fsync };
 
-	e->path = shard_path(e, e->nshards);
+	char *name = shard_path(e, e->nshards);
+
+	if (e->remote) {
+		/* Written in the staging folder under its own name. */
+		e->rpath = name;
+		e->path = stage_path(e->up, name);
+	} else
+		e->path = name;
 	if (sk_tar_writer_open(&e->w, e->path, &wo) != 0) {
 		const char *msg = sk_errmsg(e->w);
 
@@ -658,10 +878,25 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	e.progress = o->progress >= 0 ? o->progress : isatty(2);
 	parse_pattern(&e);
 	mpath = manifest_path(&e);
+	e.remote = is_bucket(o->pattern);
+	if (e.remote != is_bucket(mpath))
+		usage_error("--manifest %s: put the manifest where the shards "
+		    "go (%s)", mpath, o->pattern);
 	/* A manifest from an earlier run would describe shards this run is
 	 * about to replace; until this run writes its own, there is none. */
-	if (unlink(mpath) != 0 && errno != ENOENT && errno != ENOTDIR)
-		die("%s: %s", mpath, strerror(errno));
+	if (e.remote) {
+		if (strrchr(o->pattern, '/') == strstr(o->pattern, "://") + 2)
+			usage_error("-o %s: want gs://BUCKET/name-%%06d.tar",
+			    o->pattern);
+		if (sk_object_delete(mpath, &err) != 0 && err.code != SK_ENOENT)
+			die("%s", err.msg);
+		e.up = uploader_start();
+	} else {
+		make_parent(e.prefix);
+		make_parent(mpath);
+		if (unlink(mpath) != 0 && errno != ENOENT && errno != ENOTDIR)
+			die("%s: %s", mpath, strerror(errno));
+	}
 	e.mpath = mpath;
 	e.mdir_len = strrchr(mpath, '/') ? (size_t)(strrchr(mpath, '/') -
 	    mpath) + 1 : 0;
@@ -684,6 +919,8 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	progress(&e, 1);
 	if (e.samples == 0)
 		die("no samples to pack: all %zu were skipped", e.n);
+	if (e.remote)
+		uploader_finish(e.up, e.progress);
 
 	e.man.classes = ds->classes;
 	e.man.nclasses = ds->nclasses;
@@ -699,7 +936,17 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 		    (unsigned long long)e.nskipped);
 		e.man.info_extra = xstrdup(extra);
 	}
-	if (sk_manifest_write(mpath, &e.man, &err) != 0)
+	if (e.remote) {
+		/* Last, when every shard it names is in the bucket. */
+		char *local = stage_path(e.up, mpath);
+
+		if (sk_manifest_write(local, &e.man, &err) != 0 ||
+		    sk_object_put_file(mpath, local, &err) != 0)
+			die("%s; the %llu shards are in the bucket", err.msg,
+			    (unsigned long long)e.nshards);
+		unlink(local);
+		free(local);
+	} else if (sk_manifest_write(mpath, &e.man, &err) != 0)
 		die("%s", err.msg);
 	summary(&e, mpath);
 	if (fflush(stdout) != 0 || ferror(stdout))

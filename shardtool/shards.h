@@ -14,8 +14,8 @@
 /* ------------------------------------------------------------------------ */
 /* options                                                                  */
 
-/* The "remote (http, https)" group every reading command lists. */
-#define SHARDS_REMOTE_GROUP { "remote (http, https)", cli_remote_opts }
+/* The "remote (http, https, gs, s3)" group every reading command lists. */
+#define SHARDS_REMOTE_GROUP { "remote (http, https, gs, s3)", cli_remote_opts }
 
 /*
  * cli_parse() for a command that reads shards: the remote options go to

@@ -142,3 +142,30 @@ xstrdup(const char *s)
 		die("out of memory");
 	return p;
 }
+
+/* Make dir and its parents, as "mkdir -p" does; die naming the one that
+ * fails. */
+void
+mkdir_p(const char *dir)
+{
+	char buf[4096], *p, c;
+	struct stat st;
+
+	if ((size_t)snprintf(buf, sizeof buf, "%s", dir) >= sizeof buf)
+		die("%s: path too long", dir);
+	for (p = buf + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+			die("%s: %s", buf, strerror(errno));
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	if (stat(buf, &st) != 0)
+		die("%s: %s", buf, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		die("%s: not a directory", buf);
+}

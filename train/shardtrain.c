@@ -143,7 +143,7 @@ static const struct cli_group train_groups[] = {
 	{ "training data", train_data_opts },
 	{ "pipeline", cli_loader_pipeline },
 	{ "augmentation", cli_loader_augment },
-	{ "remote (http, https)", cli_remote_opts },
+	{ "remote (http, https, gs, s3)", cli_remote_opts },
 	{ "optimizer", optim_opts },
 	{ "run", run_opts },
 	{ NULL, NULL }
