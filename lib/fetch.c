@@ -98,7 +98,6 @@ struct sk__stream {
 	uint64_t size;
 	char etag[256], lastmod[64];
 	char version[64];	/* see sk__auth.version_header */
-	char *pinned;		/* url with the version pinned, once known */
 	struct part *win[MAX_PARTS];	/* in flight or buffered, in order */
 	int nwin;
 	uint64_t next_off;	/* where the next part starts */
@@ -648,6 +647,15 @@ check_response(struct part *p)
 	uint64_t a, b, t, want = p->off + p->have;
 
 	if (p->status == 206) {
+		const char *slash = strrchr(p->crange, '/');
+
+		/* Another total is another object, however the rest reads
+		 * (an emulator answers a range past the end with B < A). */
+		if (s->meta > 0 && slash != NULL && slash[1] != '*' &&
+		    strtoull(slash + 1, NULL, 10) != s->size)
+			return fail_part(p, SK_ECHANGED, "%s: the object changed "
+			    "while it was read (%" PRIu64 " bytes, now %s)",
+			    s->display, s->size, slash + 1);
 		if (sk__parse_crange(p->crange, &a, &b, &t) != 0)
 			return fail_part(p, SK_EIO, "%s: a 206 response with "
 			    "no usable Content-Range (\"%s\")", s->display,
@@ -669,28 +677,16 @@ check_response(struct part *p)
 			return fail_part(p, SK_EIO, "%s: the server gives no "
 			    "size for this object", s->display);
 		s->size = t;
-		if (s->auth.version_header != NULL) {
-			/* The store's own version stands for the ETag. */
-			if (p->version[0] == '\0')
-				return fail_part(p, SK_EIO, "%s: the response "
-				    "has no %s header", s->display,
-				    s->auth.version_header);
+		snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+		snprintf(s->lastmod, sizeof s->lastmod, "%s", p->lastmod);
+		if (s->version[0] == '\0')
 			snprintf(s->version, sizeof s->version, "%s",
 			    p->version);
-			if (s->auth.pin_param != NULL && (s->pinned =
-			    sk__asprintf("%s%c%s=%s", s->url, strchr(s->url,
-			    '?') != NULL ? '&' : '?', s->auth.pin_param,
-			    s->version)) == NULL)
-				return fail_part(p, SK_ENOMEM, "out of memory");
-		} else {
-			snprintf(s->etag, sizeof s->etag, "%s", p->etag);
-			snprintf(s->lastmod, sizeof s->lastmod, "%s",
-			    p->lastmod);
-		}
 		s->meta = 1;
 		pthread_cond_broadcast(&s->cond);
 	}
-	if (s->version[0] != '\0' && strcmp(s->version, p->version) != 0)
+	if (s->version[0] != '\0' && p->version[0] != '\0' &&
+	    strcmp(s->version, p->version) != 0)
 		return fail_part(p, SK_ECHANGED, "%s: the object changed while "
 		    "it was read (%s %s, now %s)", s->display,
 		    s->auth.version_header, s->version, p->version[0] ?
@@ -923,10 +919,7 @@ start_attempt(struct part *p)
 	p->clength = -1;
 	p->retry_after = -1;
 	p->curlerr[0] = '\0';
-	/* Set once under s->mu, then never changed until s is freed. */
-	pthread_mutex_lock(&s->mu);
-	url = s->pinned != NULL ? s->pinned : s->url;
-	pthread_mutex_unlock(&s->mu);
+	url = s->url;
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, p);
 	curl_easy_setopt(e, CURLOPT_SHARE, eng.share);
@@ -980,12 +973,12 @@ start_attempt(struct part *p)
 		pthread_mutex_lock(&s->mu);
 		/* If-Match on a strong ETag: a changed object is a 412 rather
 		 * than bytes of another version (weak ones cannot match). */
-		if (s->meta && s->etag[0] == '"') {
+		if (s->meta && s->etag[0] == '"' && !s->auth.no_if_match) {
 			char h[300];
 
 			snprintf(h, sizeof h, "If-Match: %s", s->etag);
 			add_header(&p->hdrs, h);
-		} else if (s->meta && s->etag[0] == '\0' &&
+		} else if (s->meta && s->etag[0] == '\0' && !s->auth.no_if_match &&
 		    s->lastmod[0] != '\0') {
 			/* No ETag: Last-Modified is the version (to the
 			 * second, RFC 9110 13.1.4). */
@@ -1536,7 +1529,6 @@ stream_free(struct sk__stream *s)
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cond);
 	free(s->url);
-	free(s->pinned);
 	free(s->display);
 	free(s);
 }
@@ -1584,13 +1576,13 @@ int
 sk__stream_start(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, struct sk_error *err)
 {
-	return sk__stream_start_auth(out, url, display, hint, NULL, err);
+	return sk__stream_start_auth(out, url, display, hint, NULL, NULL, err);
 }
 
 int
 sk__stream_start_auth(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, const struct sk__auth *auth,
-    struct sk_error *err)
+    const char *version, struct sk_error *err)
 {
 	struct sk__stream *s;
 	struct part *p;
@@ -1604,6 +1596,8 @@ sk__stream_start_auth(struct sk__stream **out, const char *url,
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	if (auth != NULL)
 		s->auth = *auth;
+	if (version != NULL)
+		snprintf(s->version, sizeof s->version, "%s", version);
 	if (hint > 0) {
 		ps = (hint + (uint64_t)s->parts - 1) / (uint64_t)s->parts;
 		if (ps < (256u << 10))

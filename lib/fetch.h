@@ -36,12 +36,11 @@ struct sk__auth {
 	int (*explain)(void *ctx, long status, const char *body, size_t len,
 	    const char *display, const char *version, char *msg, size_t n);
 	void *ctx;
-	/* A stream's version, when the store names it in a header of its
-	 * own (GCS: x-goog-generation) rather than the ETag: every response
-	 * must carry the first one's, and once it is known every request
-	 * pins it with "&pin_param=VERSION" (generation=). */
+	/* A store's own version header (GCS: x-goog-generation): when a
+	 * response has it, it must match the version the stream was opened
+	 * at (or the first response's). */
 	const char *version_header;
-	const char *pin_param;
+	int no_if_match;	/* the store does not take If-Match */
 };
 
 /*
@@ -54,10 +53,11 @@ struct sk__auth {
  */
 int sk__stream_start(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, struct sk_error *err);
-/* The same with auth on every request (NULL: none). */
+/* The same with auth on every request (NULL: none), and the version the
+ * URL pins (GCS: its generation=), or NULL. */
 int sk__stream_start_auth(struct sk__stream **out, const char *url,
     const char *display, uint64_t hint, const struct sk__auth *auth,
-    struct sk_error *err);
+    const char *version, struct sk_error *err);
 int sk__stream_wait(struct sk__stream *s, struct sk_error *err);
 /* The object's size in bytes (after a wait). */
 uint64_t sk__stream_size(const struct sk__stream *s);

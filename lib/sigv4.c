@@ -104,6 +104,51 @@ put_escaped(struct buf *b, const char *s, size_t n)
 }
 
 static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* A query name or value as SigV4 wants it, whatever form it was sent in
+ * ("in/" or "in%2F"): decoded, then every byte but the unreserved ones
+ * %XX-encoded in upper case. */
+static void
+put_canon(struct buf *b, const char *s, size_t n)
+{
+	static const char digits[] = "0123456789ABCDEF";
+	unsigned char c;
+	char e[3];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		c = (unsigned char)s[i];
+		if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 &&
+		    hexval(s[i + 2]) >= 0) {
+			c = (unsigned char)(hexval(s[i + 1]) * 16 +
+			    hexval(s[i + 2]));
+			i += 2;
+		}
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			e[0] = (char)c;
+			put(b, e, 1);
+		} else {
+			e[0] = '%';
+			e[1] = digits[c >> 4];
+			e[2] = digits[c & 15];
+			put(b, e, 3);
+		}
+	}
+}
+
+static int
 cmp_hdr(const void *a, const void *b)
 {
 	return strcmp(((const struct sk__hdr *)a)->name,
@@ -193,11 +238,15 @@ sk__sigv4(const char *access_key, const char *secret, const char *region,
 	put_escaped(&cr, path[0] ? path : "/", strlen(path[0] ? path : "/"));
 	put(&cr, "\n", 1);
 	for (i = 0; i < nq; i++) {
+		const char *eq = memchr(q[i].s, '=', q[i].len);
+		size_t kn = eq != NULL ? (size_t)(eq - q[i].s) : q[i].len;
+
 		if (i > 0)
 			put(&cr, "&", 1);
-		put_escaped(&cr, q[i].s, q[i].len);
-		if (memchr(q[i].s, '=', q[i].len) == NULL)
-			put(&cr, "=", 1);
+		put_canon(&cr, q[i].s, kn);
+		put(&cr, "=", 1);
+		if (eq != NULL)
+			put_canon(&cr, eq + 1, q[i].len - kn - 1);
 	}
 	put(&cr, "\n", 1);
 	for (i = 0; i < nhdrs; i++) {

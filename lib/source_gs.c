@@ -458,7 +458,7 @@ static const struct sk__auth gcs_auth = {
 	.headers = gcs_headers,
 	.explain = gcs_explain,
 	.version_header = "x-goog-generation",
-	.pin_param = "generation",
+	.no_if_match = 1,
 };
 
 /* A request whose status must be in [lo, hi]; else the explained error. */
@@ -494,27 +494,78 @@ gcs_request(struct sk__req *r, const char *method, const char *url,
 /* ------------------------------------------------------------------------ */
 /* reading                                                                  */
 
+/* The object's generation and size (objects.get). */
+static int
+stat_object(const char *meta, const char *display, char gen[32],
+    uint64_t *size, struct sk_error *err)
+{
+	struct sk__req r;
+	json_t *root;
+	const char *g, *sz;
+	char *end;
+	int rc;
+
+	if ((rc = gcs_request(&r, "GET", meta, display, NULL, NULL, 0,
+	    SMALL_MAX, err)) != 0)
+		return rc;
+	root = json_loadb(r.resp, r.resp_len, 0, NULL);
+	g = json_string_value(json_object_get(root, "generation"));
+	sz = json_string_value(json_object_get(root, "size"));
+	if (g == NULL || sz == NULL || strlen(g) >= 32 ||
+	    strspn(g, "0123456789") != strlen(g) || *g == '\0') {
+		rc = sk_error_set(err, SK_EFORMAT, "%s: the object's metadata "
+		    "has no usable generation and size", display);
+	} else {
+		snprintf(gen, 32, "%s", g);
+		*size = strtoull(sz, &end, 10);
+		if (*end != '\0')
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the object's "
+			    "metadata has a bad size", display);
+	}
+	json_decref(root);
+	sk__req_free(&r);
+	return rc;
+}
+
+/*
+ * The object's metadata first: every ranged read then names its
+ * generation, so a replaced object is a 404 (or another generation
+ * header), never bytes of two versions. The size sizes the parts.
+ */
 static int
 gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 {
 	struct sk__stream *st = NULL;
 	struct sk_error err;
-	char *name, *url;
+	char *name, *meta = NULL, *url = NULL, gen[32];
+	uint64_t size = 0;
 	int rc;
 
+	(void)hint;
 	if ((rc = gcs_creds(&err)) != 0)
 		return sk__fail(&s->h, rc, "%s: %s", s->url, err.msg);
 	if (u->path[0] == '\0')
 		return sk__fail(&s->h, SK_EINVAL, "%s: no object name (a "
 		    "folder ends in '/')", s->url);
 	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
-	    (url = sk__asprintf("%s/storage/v1/b/%s/o/%s?alt=media",
-	    gcs.endpoint, u->host, name)) == NULL) {
+	    (meta = sk__asprintf("%s/storage/v1/b/%s/o/%s", gcs.endpoint,
+	    u->host, name)) == NULL) {
 		free(name);
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
 	}
 	free(name);
-	rc = sk__stream_start_auth(&st, url, s->url, hint, &gcs_auth, &err);
+	if ((rc = stat_object(meta, s->url, gen, &size, &err)) != 0) {
+		free(meta);
+		return sk__fail(&s->h, rc, "%s", err.msg);
+	}
+	if ((url = sk__asprintf("%s?alt=media&generation=%s", meta, gen)) ==
+	    NULL) {
+		free(meta);
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	}
+	free(meta);
+	rc = sk__stream_start_auth(&st, url, s->url, size > 0 ? size : 1,
+	    &gcs_auth, gen, &err);
 	free(url);
 	if (rc != 0)
 		return sk__fail(&s->h, rc, "%s", err.msg);
