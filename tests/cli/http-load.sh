@@ -85,7 +85,7 @@ m["shardlist"][0]["url"] = "file://" + sys.argv[1].replace("in.json",
 json.dump(m, open(sys.argv[2], "w"))
 EOF
 sl_rc 1 evil keys "$U/evil.json" --batch 6
-has evil.err "may name only http(s) shards"
+has evil.err "may name only remote shards"
 st_rc 1 evil2 verify "$U/evil.json"
 has evil2.err "may name only http(s) shards"
 
