@@ -379,18 +379,33 @@ is_bucket(const char *path)
 	return strncmp(path, "gs://", 5) == 0 || strncmp(path, "s3://", 5) == 0;
 }
 
-/* A local -o whose folder does not exist: make it, as a user expects. */
+/*
+ * A local -o whose folder does not exist: make it, as a user expects.
+ * What cannot be made is left to the shard's own open, whose message
+ * names the file (a plain file in the way, a folder without w).
+ */
 static void
 make_parent(const char *path)
 {
 	const char *slash = strrchr(path, '/');
-	char *dir;
+	char *dir, *p;
 
 	if (slash == NULL || slash == path)
 		return;
 	dir = xstrdup(path);
 	dir[slash - path] = '\0';
-	mkdir_p(dir);
+	for (p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+			break;
+		*p = c;
+		if (c == '\0')
+			break;
+	}
 	free(dir);
 }
 

@@ -98,9 +98,9 @@ fi
 st_rc 1 notdir pack cifar10 "$T/c" -o "$T/plainfile/x-%06d.tar"
 has notdir.err "$T/plainfile/x-000000.tar"
 has notdir.err "Not a directory"
-# A missing folder is named too.
-st_rc 1 nodir pack cifar10 "$T/c" -o "$T/no/such/x-%06d.tar"
-has nodir.err "$T/no/such/x-000000.tar"
+# A missing folder is made, as a user expects (issue 13).
+st nodir pack cifar10 "$T/c" -o "$T/no/such/x-%06d.tar"
+[ -f "$T/no/such/x.json" ] || fail "no manifest in the folder pack made"
 
 # ---------------------------------------------------------------------------
 say "corrupt JPEGs in a folder source: skipped and counted by default"
