@@ -87,7 +87,7 @@ EOF
 sl_rc 1 evil keys "$U/evil.json" --batch 6
 has evil.err "may name only remote shards"
 st_rc 1 evil2 verify "$U/evil.json"
-has evil2.err "may name only http(s) shards"
+has evil2.err "may name only remote shards"
 
 say "404 and 403 are reported with the URL and not retried"
 sl_rc 1 nf keys "$U/nope.json" --batch 6
