@@ -48,6 +48,8 @@ int sk__verror_set(struct sk_error *err, int code, const char *fmt,
  */
 struct sk__source_ops {
 	const char *name;
+	/* NULL for a backend with open_ahead: opening is then open_ahead
+	 * and ready. */
 	int (*open)(sk_source *s, const struct sk_url *u);
 	/* Optional: start opening (the first bytes asked for, the size hint
 	 * of a manifest or 0) and return; ready waits for the open. */
@@ -95,8 +97,12 @@ extern const struct sk__source_ops sk__source_http_ops;
 extern const struct sk__source_ops sk__source_gs_ops;
 extern const struct sk__source_ops sk__source_s3_ops;
 
-/* The ops every remote backend shares once open: s->impl is a fetch
- * stream (source_http.c). */
+/* The ops every remote backend shares: s->impl is a fetch stream
+ * (source_http.c); start opens it on url for source s, messages naming
+ * s->url. */
+struct sk__auth;
+int sk__remote_start(sk_source *s, const char *url, uint64_t hint,
+    const struct sk__auth *auth, const char *version);
 int sk__remote_ready(sk_source *s);
 int64_t sk__remote_pread(sk_source *s, void *buf, size_t n, uint64_t off);
 int64_t sk__remote_peek(sk_source *s, const void **ptr, size_t n,

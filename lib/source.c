@@ -60,8 +60,12 @@ source_open(sk_source **out, const char *url, int ahead, uint64_t hint)
 		rc = sk__fatal(&s->h, SK_EUNSUPPORTED,
 		    "%s: %s:// sources are not built into this shardkit", url,
 		    sk_scheme_name(u.scheme));
-	else if ((rc = ahead && s->ops->open_ahead != NULL ?
-	    s->ops->open_ahead(s, &u, hint) : s->ops->open(s, &u)) != 0)
+	else if (s->ops->open == NULL || (ahead && s->ops->open_ahead != NULL)) {
+		/* A remote backend opens ahead; a plain open waits for it. */
+		if ((rc = s->ops->open_ahead(s, &u, hint)) != 0 ||
+		    (!ahead && (rc = s->ops->ready(s)) != 0))
+			s->h.state = SK__STATE_FATAL;
+	} else if ((rc = s->ops->open(s, &u)) != 0)
 		s->h.state = SK__STATE_FATAL;
 	sk_url_free(&u);
 	return rc;
@@ -311,6 +315,17 @@ sk_object_put_file(const char *url, const char *path, struct sk_error *err)
 	if (st.st_size > 0)
 		munmap(map, (size_t)st.st_size);
 	return rc;
+}
+
+int
+sk__list_page(void)
+{
+	const char *v = getenv("SK_LIST_PAGE");
+	long n;
+
+	if (v == NULL || (n = strtol(v, NULL, 10)) < 1 || n > 1000)
+		return 1000;
+	return (int)n;
 }
 
 /* Tar shards by name, as pack writes them and webdataset reads them. */

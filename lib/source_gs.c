@@ -55,7 +55,7 @@ enum { M_EMULATOR = 1, M_TOKEN, M_KEY, M_METADATA };
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	int loaded, rc, mode, refresher;
+	int loaded, rc, mode;
 	char err[SK_ERRMSG_MAX];
 	char *endpoint;		/* scheme://host[:port], no '/' at the end */
 	char *token;		/* NULL for the emulator */
@@ -64,7 +64,7 @@ static struct {
 	char refresh_err[SK_ERRMSG_MAX];	/* the last refresh's failure */
 	char source[300];	/* where the token comes from, for messages */
 	char *keyfile, *meta_url;
-} gcs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0,
+} gcs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0,
     "", NULL, NULL, 0, 0, "", "", NULL, NULL };
 
 /* A file the user named, read whole: a regular file of at most max. */
@@ -318,7 +318,6 @@ load(struct sk_error *err)
 		return sk_error_set(err, SK_ENOMEM, "cannot start the token "
 		    "refresh thread");
 	pthread_detach(t);
-	gcs.refresher = 1;
 	return 0;
 }
 
@@ -535,7 +534,6 @@ stat_object(const char *meta, const char *display, char gen[32],
 static int
 gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 {
-	struct sk__stream *st = NULL;
 	struct sk_error err;
 	char *name, *meta = NULL, *url = NULL, gen[32];
 	uint64_t size = 0;
@@ -564,23 +562,9 @@ gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
 	}
 	free(meta);
-	rc = sk__stream_start_auth(&st, url, s->url, size > 0 ? size : 1,
-	    &gcs_auth, gen, &err);
+	rc = sk__remote_start(s, url, size > 0 ? size : 1, &gcs_auth, gen);
 	free(url);
-	if (rc != 0)
-		return sk__fail(&s->h, rc, "%s", err.msg);
-	s->impl = st;
-	return 0;
-}
-
-static int
-gs_open(sk_source *s, const struct sk_url *u)
-{
-	int rc;
-
-	if ((rc = gs_open_ahead(s, u, 0)) != 0)
-		return rc;
-	return sk__remote_ready(s);
+	return rc;
 }
 
 /* One page of objects.list: the names, and the next page's token. */
@@ -869,7 +853,6 @@ gs_del(const struct sk_url *u, const char *url, struct sk_error *err)
 
 const struct sk__source_ops sk__source_gs_ops = {
 	.name = "gs",
-	.open = gs_open,
 	.open_ahead = gs_open_ahead,
 	.ready = sk__remote_ready,
 	.pread = sk__remote_pread,

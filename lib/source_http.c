@@ -14,25 +14,36 @@
 /* A listing is a few hundred bytes an entry: 64 MiB is ~200K shards. */
 #define LIST_MAX_BYTES	((size_t)64 << 20)
 
-static int
-http_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+int
+sk__remote_start(sk_source *s, const char *url, uint64_t hint,
+    const struct sk__auth *auth, const char *version)
 {
 	struct sk__stream *st = NULL;
 	struct sk_error err;
-	char *display;
 	int rc;
 
-	(void)u;
-	/* Messages name the URL without its secrets. */
-	if ((display = sk_url_redact(s->url)) == NULL)
-		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
-	rc = sk__stream_start(&st, s->url, display, hint, &err);
-	free(s->url);
-	s->url = display;
+	rc = sk__stream_start_auth(&st, url, s->url, hint, auth, version,
+	    &err);
 	if (rc != 0)
 		return sk__fail(&s->h, rc, "%s", err.msg);
 	s->impl = st;
 	return 0;
+}
+
+static int
+http_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+{
+	char *url = s->url, *display;
+	int rc;
+
+	(void)u;
+	/* Messages name the URL without its secrets; curl gets it whole. */
+	if ((display = sk_url_redact(url)) == NULL)
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	s->url = display;
+	rc = sk__remote_start(s, url, hint, NULL, NULL);
+	free(url);
+	return rc;
 }
 
 int
@@ -44,16 +55,6 @@ sk__remote_ready(sk_source *s)
 	if ((rc = sk__stream_wait(s->impl, &err)) != 0)
 		return sk__fail(&s->h, rc, "%s", err.msg);
 	return 0;
-}
-
-static int
-http_open(sk_source *s, const struct sk_url *u)
-{
-	int rc;
-
-	if ((rc = http_open_ahead(s, u, 0)) != 0)
-		return rc;
-	return sk__remote_ready(s);
 }
 
 int64_t
@@ -179,7 +180,6 @@ http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 
 const struct sk__source_ops sk__source_http_ops = {
 	.name = "http",
-	.open = http_open,
 	.open_ahead = http_open_ahead,
 	.ready = sk__remote_ready,
 	.pread = sk__remote_pread,

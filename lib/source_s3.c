@@ -30,13 +30,11 @@
 /* credentials, once per process                                            */
 
 static struct {
-	pthread_once_t once;
 	pthread_mutex_t mu;
 	int loaded, rc, no_sign;
 	char err[SK_ERRMSG_MAX];
 	struct sk__aws_creds c;
-} s3 = { PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "",
-    { 0 } };
+} s3 = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", { 0 } };
 
 /* The keys are read at the first s3:// request; an error is kept and
  * given to every later one. */
@@ -429,7 +427,6 @@ s3_request(struct sk__req *r, const char *method, const char *bucket,
 static int
 s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 {
-	struct sk__stream *st = NULL;
 	struct sk_error err;
 	char *url;
 	int rc;
@@ -441,23 +438,9 @@ s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 		    "folder ends in '/')", s->url);
 	if ((url = s3_url(u->host, u->path, NULL)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
-	rc = sk__stream_start_auth(&st, url, s->url, hint, &s3_auth, NULL,
-	    &err);
+	rc = sk__remote_start(s, url, hint, &s3_auth, NULL);
 	free(url);
-	if (rc != 0)
-		return sk__fail(&s->h, rc, "%s", err.msg);
-	s->impl = st;
-	return 0;
-}
-
-static int
-s3_open(sk_source *s, const struct sk_url *u)
-{
-	int rc;
-
-	if ((rc = s3_open_ahead(s, u, 0)) != 0)
-		return rc;
-	return sk__remote_ready(s);
+	return rc;
 }
 
 struct listing {
@@ -490,18 +473,6 @@ list_text(struct xml *x, const char *path, const char *text)
 	else if (strcmp(path, "/ListBucketResult/IsTruncated") == 0)
 		l->truncated = strcmp(text, "true") == 0;
 	return 0;
-}
-
-/* Page size of a listing: SK_LIST_PAGE (1..1000), else 1000. */
-int
-sk__list_page(void)
-{
-	const char *v = getenv("SK_LIST_PAGE");
-	long n;
-
-	if (v == NULL || (n = strtol(v, NULL, 10)) < 1 || n > 1000)
-		return 1000;
-	return (int)n;
 }
 
 /*
@@ -813,7 +784,6 @@ s3_del(const struct sk_url *u, const char *url, struct sk_error *err)
 
 const struct sk__source_ops sk__source_s3_ops = {
 	.name = "s3",
-	.open = s3_open,
 	.open_ahead = s3_open_ahead,
 	.ready = sk__remote_ready,
 	.pread = sk__remote_pread,
