@@ -477,10 +477,9 @@ list_text(struct xml *x, const char *path, const char *text)
 
 /*
  * The objects right under a folder (prefix ending in '/'), page after
- * page, as the local listing is not recursive. No delimiter: the keys
- * below subfolders are dropped here, since moto (the tests' server) checks
- * signatures against a query it decoded, so a '/' in one cannot be signed
- * for both it and AWS.
+ * page, as the local listing is not recursive: the delimiter keeps the
+ * server from listing what lies below subfolders (their CommonPrefixes are
+ * not read), and a key that still has a '/' past the prefix is dropped.
  */
 static int
 s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
@@ -504,7 +503,7 @@ s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 	prev[0] = '\0';
 	for (pages = 0; pages < LIST_PAGES_MAX; pages++) {
 		free(query);
-		query = sk__asprintf("list-type=2&prefix=%s&max-keys=%d%s%s",
+		query = sk__asprintf("list-type=2&prefix=%s&delimiter=%%2F&max-keys=%d%s%s",
 		    prefix, sk__list_page(), tok ?
 		    "&continuation-token=" : "", tok ? tok : "");
 		if (query == NULL) {
