@@ -367,7 +367,11 @@ check_sample(struct verify *v, const struct sk_sample *s, int decode)
 		set_classify(v);
 	if (cls != NULL)
 		check_label(v, s, cls);
-	else if (img != NULL)
+	/* Damage came next and is reported next: what follows it is lost,
+	 * not missing from the sample. */
+	if (s->cut)
+		return;
+	if (cls == NULL && img != NULL)
 		problem_at(v, s->key, first->header_offset, "missing label");
 	if (img == NULL && cls != NULL)
 		problem_at(v, s->key, first->header_offset, "missing image "
