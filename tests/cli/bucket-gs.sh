@@ -4,8 +4,10 @@
 # manifest last; the bytes are the local pack's; the loader reads the bucket
 # as it reads local disk (the same keys and pixel hashes) from a manifest, a
 # pattern and a folder listed over several pages; shardtool ls, verify, cat
-# and index read it; an object replaced while it is read is caught by its
-# generation; missing objects and buckets fail clearly.
+# and index read it; an object replaced while it is read (same size, other
+# bytes) is caught by its generation; missing objects and buckets fail
+# clearly. tests/py/gcs_server.py gives the emulator listing pages and
+# generation checks.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/http-lib.sh"
@@ -47,10 +49,24 @@ sl gm keys "gs://data/in/in.json" "${opts[@]}" --workers 3 --io-streams 2
 cmp -s "$T/ref.out" "$T/gm.out" || fail "gs manifest differs from disk"
 sl gp keys "gs://data/in/in-{000000..000004}.tar" "${opts[@]}" --workers 2
 cmp -s "$T/ref.out" "$T/gp.out" || fail "gs pattern differs from disk"
+# Two names a page: four pages, one of them a subfolder's prefix whose
+# objects are not the folder's.
+python3 - <<'EOF'
+import os, urllib.request
+urllib.request.urlopen(urllib.request.Request(
+    os.environ["STORAGE_EMULATOR_HOST"] + "/upload/storage/v1/b/data/o"
+    "?uploadType=media&name=in/sub/in-000009.tar",
+    data=b"not a shard", method="POST")).read()
+EOF
 SK_LIST_PAGE=2 sl gd keys "gs://data/in/" "${opts[@]}" --workers 2
 cmp -s "$T/ref.out" "$T/gd.out" || fail "gs folder differs from disk"
+pages0=$(grep -c 'GET /storage/v1/b/data/o?.*pageToken=' "$T/gcs.log" || true)
 SK_LIST_PAGE=2 st lsd ls "gs://data/in/"
 for i in 0 1 2 3 4; do has lsd.out "gs://data/in/in-00000$i.tar:"; done
+hasnt lsd.out "sub/"
+pages=$(grep -c 'GET /storage/v1/b/data/o?.*pageToken=' "$T/gcs.log" || true)
+[ $((pages - pages0)) -ge 3 ] ||
+    fail "ls read $((pages - pages0)) listing pages after the first, want 3"
 
 say "shardtool ls, verify, cat and index give what they give on disk"
 st lsl ls "$T/l/in-000001.tar"
@@ -68,16 +84,17 @@ st idxg index --dali -o "$T/idxg" "gs://data/in/in-000002.tar"
 cmp -s "$T/idxl/in-000002.idx" "$T/idxg/in-000002.idx" ||
     fail "index --dali over gs differs"
 
-say "an object replaced while it is read is caught (the generation is pinned; the emulator ignores it, the size tells)"
+say "an object replaced while it is read is caught by its generation"
+# The same size, other bytes: only the generation can tell.
 proxy_start "$GCS_PORT" --ttfb 20 --total-rate 40K
 STORAGE_EMULATOR_HOST=$PROXY_URL st_rc 1 replaced verify \
     --part-size 16K --parts 1 "gs://data/in/in-000003.tar" &
 reader=$!
 sleep 1
-python3 - <<'EOF'
-import os, urllib.request
+python3 - "$T/l/in-000003.tar" <<'EOF'
+import os, sys, urllib.request
 ep = os.environ["STORAGE_EMULATOR_HOST"]
-body = b"\0" * 1024
+body = bytes(b ^ 0x55 for b in open(sys.argv[1], "rb").read())
 urllib.request.urlopen(urllib.request.Request(
     ep + "/upload/storage/v1/b/data/o?uploadType=media&name=in/in-000003.tar",
     data=body, method="POST")).read()
@@ -85,6 +102,7 @@ EOF
 wait "$reader"
 has replaced.err "gs://data/in/in-000003.tar"
 has replaced.err "changed while it was read"
+hasnt replaced.err "missing label"
 
 say "missing objects and buckets"
 st_rc 1 noobj ls "gs://data/in/nope.tar"

@@ -32,14 +32,15 @@ socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' \
 	fail "$name did not start on 127.0.0.1:$port"
 }
 
-# gcs_start: gcp-storage-emulator in memory; STORAGE_EMULATOR_HOST and
-# GCS_PORT name it.
+# gcs_start: gcp-storage-emulator in memory, through tests/py/gcs_server.py
+# (which adds listing pages and generation checks); STORAGE_EMULATOR_HOST
+# and GCS_PORT name it.
 gcs_start() {
 	command -v gcp-storage-emulator >/dev/null ||
 		fail "gcp-storage-emulator is missing: pip install gcp-storage-emulator"
 	GCS_PORT=$(free_port)
-	bucket_server gcs "$GCS_PORT" gcp-storage-emulator start \
-	    --host 127.0.0.1 --port "$GCS_PORT" --in-memory
+	bucket_server gcs "$GCS_PORT" \
+	    python3 "$top_srcdir/tests/py/gcs_server.py" start --host 127.0.0.1 --port "$GCS_PORT" --in-memory
 	export STORAGE_EMULATOR_HOST="http://127.0.0.1:$GCS_PORT"
 }
 
