@@ -69,12 +69,13 @@ enum {
 	F_SHORT,
 	F_STALL,
 	F_REPLACE,
+	F_UPCUT,
 	NFAULT
 };
 #define F_NONE (-1)
 
 static const char *const fault_names[NFAULT] = {
-	"503", "429", "reset", "short", "stall", "replace"
+	"503", "429", "reset", "short", "stall", "replace", "upcut"
 };
 
 enum { BODY_NONE, BODY_LEN, BODY_CHUNKED, BODY_CLOSE };
@@ -257,7 +258,8 @@ stats_write(void)
 	    "{\"requests\": %" PRIu64 ", \"bytes\": %" PRIu64 ", "
 	    "\"faults\": {\"503\": %" PRIu64 ", \"429\": %" PRIu64 ", "
 	    "\"reset\": %" PRIu64 ", \"short\": %" PRIu64 ", "
-	    "\"stall\": %" PRIu64 ", \"replace\": %" PRIu64 "}, "
+	    "\"stall\": %" PRIu64 ", \"replace\": %" PRIu64 ", "
+	    "\"upcut\": %" PRIu64 "}, "
 	    "\"connections\": %" PRIu64 "}\n",
 	    (uint64_t)atomic_load(&n_requests), (uint64_t)atomic_load(&n_bytes),
 	    (uint64_t)atomic_load(&n_faults[F_503]),
@@ -266,6 +268,7 @@ stats_write(void)
 	    (uint64_t)atomic_load(&n_faults[F_SHORT]),
 	    (uint64_t)atomic_load(&n_faults[F_STALL]),
 	    (uint64_t)atomic_load(&n_faults[F_REPLACE]),
+	    (uint64_t)atomic_load(&n_faults[F_UPCUT]),
 	    (uint64_t)atomic_load(&n_conns));
 	if (snprintf(tmp, sizeof tmp, "%s.tmp", cfg.stats_path) >=
 	    (int)sizeof tmp)
@@ -803,6 +806,7 @@ static int
 fault_pick(struct req *r)
 {
 	uint64_t h1, h2, h3;
+	int kind;
 
 	if (cfg.fault_rate <= 0 || cfg.nkinds == 0)
 		return F_NONE;
@@ -816,13 +820,17 @@ fault_pick(struct req *r)
 	h1 = mix64(cfg.seed * 0x9e3779b97f4a7c15ULL ^ mix64(r->num + 1));
 	if ((double)(h1 >> 11) * 0x1p-53 >= cfg.fault_rate)
 		return F_NONE;
+	h2 = mix64(h1 + 1);
+	h3 = mix64(h2 + 1);
+	kind = cfg.kinds[h2 % (uint64_t)cfg.nkinds];
+	/* Only a request with a body can be cut on its way up. */
+	if (kind == F_UPCUT && r->clen == 0)
+		return F_NONE;
 	if (cfg.max_faults != 0 &&
 	    atomic_fetch_add(&faults_used, 1) >= cfg.max_faults)
 		return F_NONE;
-	h2 = mix64(h1 + 1);
-	h3 = mix64(h2 + 1);
 	r->frac = 0.1 + 0.8 * (double)(h3 >> 11) * 0x1p-53;
-	return cfg.kinds[h2 % (uint64_t)cfg.nkinds];
+	return kind;
 }
 
 static void
@@ -955,11 +963,15 @@ replaced_preconditions(struct conn *c, struct req *r, int *drop_range)
 	return 0;
 }
 
-/* Consume the request body from the client, to upstream or to nowhere. */
+/*
+ * Consume the request body from the client, to upstream or to nowhere;
+ * only its first 'upto' bytes when that is less than the body (the rest
+ * stays unread: the connection is then cut).
+ */
 static int
-relay_request_body(struct conn *c, struct req *r, int to)
+relay_request_body(struct conn *c, struct req *r, int to, uint64_t upto)
 {
-	uint64_t left = r->clen;
+	uint64_t left = r->clen < upto ? r->clen : upto;
 	const char *p;
 	size_t n;
 	ssize_t k;
@@ -1004,7 +1016,7 @@ respond_local(struct conn *c, struct req *r, int code, const char *reason,
 
 	if (r->clen > 0) {
 		/* With Expect the client waits for us: do not read. */
-		if (r->expect || relay_request_body(c, r, -1) != 0)
+		if (r->expect || relay_request_body(c, r, -1, UINT64_MAX) != 0)
 			close_after = 1;
 	}
 	bl = snprintf(body, sizeof body, "linkproxy: %d %s\n", code, reason);
@@ -1359,7 +1371,19 @@ forward(struct conn *c, struct req *r, const char *head, size_t hlen)
 			if (r->expect && send_all(c->cfd, cont,
 			    sizeof cont - 1) != 0)
 				return -1;
-			if ((e = relay_request_body(c, r, c->ufd)) == -2)
+			if (r->fault == F_UPCUT) {
+				/* A broken upload: part of the body goes up,
+				 * then both connections drop. */
+				atomic_fetch_add(&n_faults[F_UPCUT], 1);
+				relay_request_body(c, r, c->ufd,
+				    (uint64_t)(r->frac * (double)r->clen));
+				upstream_close(c);
+				request_done(r);
+				close_reset(c);
+				return -1;
+			}
+			if ((e = relay_request_body(c, r, c->ufd,
+			    UINT64_MAX)) == -2)
 				return -1;
 			if (e != 0)
 				goto bad_gateway;
@@ -1736,7 +1760,7 @@ parse_faults(const char *list)
 		}
 		if (i == NFAULT)
 			usage_error("--faults: unknown kind '%s' (want 503, "
-			    "429, reset, short, stall, replace)", tok);
+			    "429, reset, short, stall, replace, upcut)", tok);
 		if (!seen[i]++)
 			cfg.kinds[cfg.nkinds++] = i;
 	}
@@ -1771,8 +1795,10 @@ usage(void)
 "  --total-rate BYTES/s   aggregate body rate, 0 unlimited (default 1G)\n"
 "  --seed N               fault schedule seed (default 1)\n"
 "  --fault-rate P         probability of a fault per request, 0..1 (default 0)\n"
-"  --faults LIST          kinds: 503,429,reset,short,stall,replace\n"
-"                         (default all but replace)\n"
+"  --faults LIST          kinds: 503,429,reset,short,stall,replace,upcut\n"
+"                         (default all but replace and upcut); upcut sends\n"
+"                         part of a request body up, then drops both\n"
+"                         connections (a broken upload)\n"
 "  --fault-match STR      only requests whose target contains STR\n"
 "  --fault-after N        no faults for the first N requests\n"
 "  --fault-min-offset N   only requests whose Range starts at byte N or\n"
