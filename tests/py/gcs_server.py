@@ -13,6 +13,11 @@ emulator leaves out:
   generation= other than the object's live one get 404, as on Cloud
   Storage, and downloads carry x-goog-generation. The stock emulator
   ignores generation=, so a reader pinned to one could not see it change.
+- resumable upload status: a session that holds no bytes answers 308
+  with no Range (the emulator says "bytes=0-0", one byte it does not
+  have), and a finished session keeps answering 200 with the object, as
+  Cloud Storage's do for a week (the emulator forgets it: 404). A client
+  whose last chunk's answer was lost asks exactly that.
 
 Nothing else changes.
 """
@@ -30,6 +35,8 @@ except ImportError as e:
     sys.exit("gcs_server.py: %s: pip install gcp-storage-emulator" % e)
 
 _ls, _get, _download = objects.ls, objects.get, objects.download
+_upload_partial = objects.upload_partial
+_finished = {}
 
 
 def _query(request, name):
@@ -112,8 +119,22 @@ def ls(request, response, storage, *args, **kwargs):
     response.json(out)
 
 
+def upload_partial(request, response, storage, *args, **kwargs):
+    upload_id = _query(request, "upload_id")
+    if upload_id in _finished:
+        response.json(_finished[upload_id])
+        return
+    _upload_partial(request, response, storage, *args, **kwargs)
+    if response.status == HTTPStatus.OK:
+        _finished[upload_id] = json.loads(response._content)
+    elif (response.status.value == 308 and
+          storage.get_resumable_byte_count(upload_id) == 0):
+        response._headers.pop("Range", None)
+
+
 # The routing table holds the handlers themselves: replace them there.
-_MINE = {_ls: ls, _get: get, _download: download}
+_MINE = {_ls: ls, _get: get, _download: download,
+         _upload_partial: upload_partial}
 for _regex, _handlers in server.HANDLERS:
     for _method, _fn in list(_handlers.items()):
         if _fn in _MINE:
