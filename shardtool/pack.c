@@ -256,6 +256,18 @@ now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The staging folder and the uploader, once the manifest is up. */
+static void
+uploader_free(struct uploader *u)
+{
+	stage_cleanup();
+	stage_dir = NULL;
+	pthread_cond_destroy(&u->cv);
+	pthread_mutex_destroy(&u->mu);
+	free(u->stage);
+	free(u);
+}
+
 /* ------------------------------------------------------------------------ */
 /* what datasets call                                                       */
 
@@ -961,6 +973,7 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 			    (unsigned long long)e.nshards);
 		unlink(local);
 		free(local);
+		uploader_free(e.up);
 	} else if (sk_manifest_write(mpath, &e.man, &err) != 0)
 		die("%s", err.msg);
 	summary(&e, mpath);
