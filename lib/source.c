@@ -199,7 +199,7 @@ sk__read_whole(const char *url, size_t max, char **out, size_t *len,
 {
 	sk_source *src = NULL;
 	uint64_t size;
-	int64_t got;
+	int64_t got = 0;
 	char *buf;
 	int rc;
 
