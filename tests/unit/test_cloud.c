@@ -53,6 +53,52 @@ TEST(sigv4_aws_list_objects_example)
 	    "534bc59db6670ed5711ef69dc6f7");
 }
 
+/* The "PUT Object" example: a "$" in the key sent as %24, a Date and a
+ * storage class signed too, the headers given out of order. */
+TEST(sigv4_aws_put_object_example)
+{
+	const char *payload =
+	    "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072";
+	const struct sk__hdr h[] = {
+		{ "host", "examplebucket.s3.amazonaws.com" },
+		{ "date", "Fri, 24 May 2013 00:00:00 GMT" },
+		{ "x-amz-date", "20130524T000000Z" },
+		{ "x-amz-storage-class", "REDUCED_REDUNDANCY" },
+		{ "x-amz-content-sha256", payload },
+	};
+	char auth[512];
+
+	CHECK_EQ_INT(sk__sigv4(AKID, SECRET, "us-east-1", "s3", "PUT",
+	    "/test%24file.text", "", h, 5, payload, "20130524T000000Z", auth,
+	    sizeof auth), 0);
+	CHECK_CONTAINS(auth, "SignedHeaders=date;host;x-amz-content-sha256;"
+	    "x-amz-date;x-amz-storage-class,");
+	CHECK_CONTAINS(auth, "Signature=98ad721746da40c64f1a55b78f14c238d841"
+	    "ea1380cd77a1b5971af0ece108bd");
+}
+
+/* The "GET Bucket Lifecycle" example: a bare "lifecycle" is signed as
+ * "lifecycle=". */
+TEST(sigv4_aws_lifecycle_example)
+{
+	const struct sk__hdr h[] = {
+		{ "host", "examplebucket.s3.amazonaws.com" },
+		{ "x-amz-date", "20130524T000000Z" },
+		{ "x-amz-content-sha256", EMPTY },
+	};
+	const char *q[] = { "lifecycle", "lifecycle=" };
+	char auth[512];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		CHECK_EQ_INT(sk__sigv4(AKID, SECRET, "us-east-1", "s3", "GET",
+		    "/", q[i], h, 3, EMPTY, "20130524T000000Z", auth,
+		    sizeof auth), 0);
+		CHECK_CONTAINS(auth, "Signature=fea454ca298b7da1c68078a5d1bd"
+		    "bfbbe0d65c699e0f91ac7a200a0136783543");
+	}
+}
+
 TEST(sigv4_refuses_bad_input)
 {
 	const struct sk__hdr h[] = { { "host", "h" } };
