@@ -265,7 +265,7 @@ want_all(const char *ext, void *arg)
  * entries read whole before any damage are still extracted.
  */
 static void
-extract_shard(struct extract *x, const char *url)
+extract_shard(struct extract *x, const char *url, const char *shown)
 {
 	struct sk_sample s = { 0 };
 	struct sk_error err;
@@ -273,7 +273,7 @@ extract_shard(struct extract *x, const char *url)
 	size_t i, n;
 	int rc;
 
-	x->url = url;
+	x->url = shown;
 	if (samples_open(url, SK_TAR_ALL_ENTRIES, &r, &err) < 0) {
 		warn("%s", err.msg);
 		x->failed = 1;
@@ -317,7 +317,7 @@ cmd_extract_exec(int argc, char **argv)
 	if ((x.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		die("%s: %s", dir, strerror(errno));
 	for (i = 0; i < shards.n; i++)
-		extract_shard(&x, shards.v[i].url);
+		extract_shard(&x, shards.v[i].url, shards.v[i].shown);
 	close(x.dirfd);
 	flush_stdout();
 	shards_free(&shards);

@@ -255,8 +255,8 @@ dali_paths(const struct shard_list *shards, const char *dir)
 				snprintf(clash, sizeof clash, "%s and %s would "
 				    "both write the index %s; give shards "
 				    "with distinct names, or index them "
-				    "separately", shards->v[j].url,
-				    shards->v[i].url, paths[i]);
+				    "separately", shards->v[j].shown,
+				    shards->v[i].shown, paths[i]);
 		if (clash[0] != '\0')
 			break;
 	}

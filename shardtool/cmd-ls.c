@@ -97,7 +97,7 @@ cmd_ls_exec(int argc, char **argv)
 	shards_expand(argc - optind, argv + optind, &shards);
 	for (i = 0; i < shards.n; i++) {
 		if (shards.n > 1)
-			printf("%s%s:\n", i > 0 ? "\n" : "", shards.v[i].url);
+			printf("%s%s:\n", i > 0 ? "\n" : "", shards.v[i].shown);
 		if (ls_shard(shards.v[i].url, long_format) < 0)
 			failed = 1;
 	}

@@ -73,6 +73,7 @@ struct unlabelled {
 struct verify {
 	long long classes;	/* labels must be below; 0: no limit */
 	const char *url;
+	const char *shown;	/* url, redacted: for messages */
 	uint64_t nsamples, nmembers, nproblems;
 	uint64_t nskipped;	/* entries that are no sample member */
 	struct keyset seen;
@@ -168,7 +169,7 @@ problem_at(struct verify *v, const char *key, uint64_t offset,
 	va_list ap;
 
 	snprintf(prefix, sizeof prefix, "%s: key %s at offset %" PRIu64 ": ",
-	    v->url, key, offset);
+	    v->shown, key, offset);
 	va_start(ap, fmt);
 	vproblem(v, prefix, fmt, ap);
 	va_end(ap);
@@ -399,16 +400,16 @@ check_manifest(struct verify *v, const struct sk_manifest_shard *expect,
 
 	if (nsamples != expect->nsamples)
 		problem(v, "%s: %" PRIu64 " samples, manifest says %" PRIu64,
-		    v->url, nsamples, expect->nsamples);
+		    v->shown, nsamples, expect->nsamples);
 	if (sk_source_md5(v->url, &size, md5, &err) < 0) {
 		problem(v, "%s", err.msg);
 		return;
 	}
 	if (size != expect->filesize)
 		problem(v, "%s: size %" PRIu64 ", manifest says %" PRIu64,
-		    v->url, size, expect->filesize);
+		    v->shown, size, expect->filesize);
 	if (strcasecmp(md5, expect->md5) != 0)
-		problem(v, "%s: md5 %s, manifest says %s", v->url, md5,
+		problem(v, "%s: md5 %s, manifest says %s", v->shown, md5,
 		    expect->md5);
 }
 
@@ -422,6 +423,7 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 	int rc;
 
 	v->url = sh->url;
+	v->shown = sh->shown;
 	v->classify = 0;
 	/* Every entry, so that links and devices are seen and reported. */
 	if (samples_open(sh->url, SK_TAR_ALL_ENTRIES, &r, &err) < 0) {

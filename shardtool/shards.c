@@ -67,6 +67,8 @@ push_shard(struct shard_list *l, char *url,
 {
 	l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
 	l->v[l->n].url = url;
+	if ((l->v[l->n].shown = sk_url_redact(url)) == NULL)
+		die("out of memory");
 	l->v[l->n].expect = expect;
 	l->v[l->n].nclasses = nclasses;
 	l->n++;
@@ -117,8 +119,10 @@ shards_free(struct shard_list *l)
 {
 	size_t i;
 
-	for (i = 0; i < l->n; i++)
+	for (i = 0; i < l->n; i++) {
 		free(l->v[i].url);
+		free(l->v[i].shown);
+	}
 	for (i = 0; i < l->nmanifests; i++) {
 		sk_manifest_free(l->manifests[i]);
 		free(l->manifests[i]);
@@ -170,9 +174,13 @@ sample_whole(const struct sk_sample *s, int rc)
 void
 warn_too_big(const char *url, const struct sk_sample *s)
 {
+	char *shown = sk_url_redact(url);
+
 	warn("%s: key %s at offset %" PRIu64 ": sample of %" PRIu64 " bytes "
-	    "is over the limit of %" PRIu64 " bytes; skipped", url, s->key,
-	    s->offset, s->bytes, SK_SAMPLE_MAX_BYTES);
+	    "is over the limit of %" PRIu64 " bytes; skipped", shown ? shown :
+	    "(out of memory)", s->key, s->offset, s->bytes,
+	    SK_SAMPLE_MAX_BYTES);
+	free(shown);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -30,6 +30,8 @@ int shards_parse(const struct cli_command *cmd, int argc, char **argv,
 
 struct shard {
 	char *url;		/* ready for sk_source_open() */
+	char *shown;		/* url for messages: no password, signature
+				 * or token (sk_url_redact) */
 	/* The manifest entry this shard came from and the number of classes
 	 * its manifest names; NULL and 0 for a plain URL argument. */
 	const struct sk_manifest_shard *expect;

@@ -76,6 +76,19 @@ st idxh index --dali -o "$T/idxh" "$U/in-000002.tar"
 cmp -s "$T/idxl/in-000002.idx" "$T/idxh/in-000002.idx" ||
     fail "index --dali over http differs"
 
+say "a presigned URL's signature and token never print"
+sig=5ec2e7d00dfeedfacecafe5ec2e7d00dfeedfacecafe5ec2e7d00dfeedface01
+q="X-Amz-Signature=$sig&X-Amz-Security-Token=tok-not-to-print"
+st lsq ls "$U/in-000001.tar?$q" "$U/in-000002.tar?$q"
+has lsq.out "X-Amz-Signature=***"
+st vq verify "$U/in-000001.tar?$q"
+st_rc 1 nq ls "$U/nope.tar?$q"
+has nq.err "X-Amz-Signature=***"
+for f in lsq.out lsq.err vq.out vq.err nq.out nq.err; do
+	hasnt "$f" "$sig"
+	hasnt "$f" "tok-not-to-print"
+done
+
 say "a server's manifest may not send the reader to this machine's files"
 python3 - "$M" "$T/www/s/evil.json" <<'EOF'
 import json, sys
