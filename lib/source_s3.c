@@ -272,6 +272,7 @@ xml_parse(const char *body, size_t len,
 
 struct s3err {
 	char code[128], message[512];
+	char region[64];	/* where the bucket is, when S3 says */
 };
 
 /* Printable ASCII only: a server's words reach a terminal. */
@@ -295,6 +296,8 @@ err_text(struct xml *x, const char *path, const char *text)
 		copy_clean(e->code, sizeof e->code, text);
 	else if (strcmp(path, "/Error/Message") == 0)
 		copy_clean(e->message, sizeof e->message, text);
+	else if (strcmp(path, "/Error/Region") == 0)
+		copy_clean(e->region, sizeof e->region, text);
 	return 0;
 }
 
@@ -336,9 +339,9 @@ s3_explain(void *ctx, long status, const char *body, size_t len,
 	}
 	if (strcmp(e.code, "ExpiredToken") == 0 ||
 	    strcmp(e.code, "TokenRefreshRequired") == 0) {
-		snprintf(msg, n, "%s: HTTP %ld %s: the session token from %s "
-		    "has expired: get new credentials", display, status, e.code,
-		    src);
+		snprintf(msg, n, "%s: HTTP %ld %s: the session token that "
+		    "came with the keys from %s has expired: get new "
+		    "credentials", display, status, e.code, src);
 		return SK_EACCES;
 	}
 	if (strcmp(e.code, "NoSuchBucket") == 0) {
@@ -348,6 +351,13 @@ s3_explain(void *ctx, long status, const char *body, size_t len,
 	}
 	if (strcmp(e.code, "AuthorizationHeaderMalformed") == 0 ||
 	    strcmp(e.code, "PermanentRedirect") == 0 || status == 301) {
+		if (e.region[0] != '\0') {
+			snprintf(msg, n, "%s: HTTP %ld %s: the bucket is in "
+			    "region %s, not %s: set AWS_REGION=%s", display,
+			    status, e.code[0] ? e.code : "redirect", e.region,
+			    s3.c.region, e.region);
+			return SK_EACCES;
+		}
 		snprintf(msg, n, "%s: HTTP %ld %s: the bucket is not in region "
 		    "%s or not at %s: set AWS_REGION (%s)", display, status,
 		    e.code[0] ? e.code : "redirect", s3.c.region,
@@ -360,10 +370,10 @@ s3_explain(void *ctx, long status, const char *body, size_t len,
 		return SK_ENOENT;
 	}
 	if (status == 401 || status == 403) {
-		snprintf(msg, n, "%s: HTTP %ld %s: access denied to the keys "
+		snprintf(msg, n, "%s: HTTP %ld%s%s: access denied to the keys "
 		    "from %s: check the bucket's policy for them, the region "
 		    "(%s) and the endpoint (%s)%s", display, status,
-		    e.code[0] ? e.code : "AccessDenied", src, s3.c.region,
+		    e.code[0] ? " " : "", e.code, src, s3.c.region,
 		    s3.c.endpoint, s3.c.access_key == NULL ? "; unsigned "
 		    "requests reach only public buckets" : "");
 		return SK_EACCES;
