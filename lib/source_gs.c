@@ -237,17 +237,27 @@ refresher(void *arg)
 	return NULL;
 }
 
-/* The endpoint of STORAGE_EMULATOR_HOST ("host:port" or a URL). */
+/* The endpoint an environment variable names ("host:port" or an http(s)
+ * URL), or NULL with err set. */
 static char *
-emulator_endpoint(const char *v)
+env_endpoint(const char *name, const char *v, struct sk_error *err)
 {
 	size_t n = strlen(v);
+	char *ep;
 
 	while (n > 0 && v[n - 1] == '/')
 		n--;
 	if (strncmp(v, "http://", 7) == 0 || strncmp(v, "https://", 8) == 0)
-		return sk__asprintf("%.*s", (int)n, v);
-	return sk__asprintf("http://%.*s", (int)n, v);
+		ep = sk__asprintf("%.*s", (int)n, v);
+	else if (strstr(v, "://") != NULL || strpbrk(v, "/?#@ ") != NULL) {
+		sk_error_set(err, SK_EINVAL, "%s: want host:port or an "
+		    "http(s) URL, not '%.64s'", name, v);
+		return NULL;
+	} else
+		ep = sk__asprintf("http://%.*s", (int)n, v);
+	if (ep == NULL)
+		sk_error_set(err, SK_ENOMEM, "out of memory");
+	return ep;
 }
 
 static int
@@ -261,16 +271,17 @@ load(struct sk_error *err)
 
 	if ((v = getenv("STORAGE_EMULATOR_HOST")) != NULL && *v != '\0') {
 		gcs.mode = M_EMULATOR;
-		gcs.endpoint = emulator_endpoint(v);
+		gcs.endpoint = env_endpoint("STORAGE_EMULATOR_HOST", v, err);
 		snprintf(gcs.source, sizeof gcs.source, "no credentials "
 		    "(STORAGE_EMULATOR_HOST: an emulator)");
-		return gcs.endpoint ? 0 : sk_error_set(err, SK_ENOMEM,
-		    "out of memory");
+		return gcs.endpoint ? 0 : err->code;
 	}
 	v = getenv("SK_GCS_ENDPOINT");
-	gcs.endpoint = v != NULL && *v != '\0' ? emulator_endpoint(v) :
-	    strdup(GCS_ENDPOINT);
-	if (gcs.endpoint == NULL)
+	if (v != NULL && *v != '\0') {
+		if ((gcs.endpoint = env_endpoint("SK_GCS_ENDPOINT", v,
+		    err)) == NULL)
+			return err->code;
+	} else if ((gcs.endpoint = strdup(GCS_ENDPOINT)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	if ((v = getenv("GOOGLE_OAUTH_ACCESS_TOKEN")) != NULL && *v != '\0') {
 		gcs.mode = M_TOKEN;
@@ -308,6 +319,14 @@ load(struct sk_error *err)
 			    "GOOGLE_OAUTH_ACCESS_TOKEN to a token, or "
 			    "STORAGE_EMULATOR_HOST for an emulator (the "
 			    "metadata server did not answer: %s)", why);
+		}
+		if (gcs.mode == M_KEY && strstr(err->msg,
+		    "GOOGLE_APPLICATION_CREDENTIALS") == NULL) {
+			char why[SK_ERRMSG_MAX];
+
+			snprintf(why, sizeof why, "%s", err->msg);
+			return sk_error_set(err, rc, "gs://: the key file of "
+			    "GOOGLE_APPLICATION_CREDENTIALS: %s", why);
 		}
 		return rc;
 	}
