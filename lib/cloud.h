@@ -76,6 +76,31 @@ int sk__sigv4(const char *access_key, const char *secret, const char *region,
 /* The hex SHA-256 of n bytes (65 bytes with the NUL). */
 void sk__sha256_hex(const void *data, size_t n, char out[65]);
 
+/*
+ * What S3 answers, parsed (source_s3.c; expat, no DTD, so no entity is
+ * ever expanded). Each reads n bytes of server input and returns 0, or
+ * SK_EFORMAT for a body that is not the XML it should be.
+ */
+
+/* An <Error> body's Code and Message, printable ASCII, "" when absent;
+ * filled as far as the body parsed even on SK_EFORMAT. */
+struct sk__s3_error {
+	char code[128], message[512];
+};
+int sk__s3_parse_error(const char *xml, size_t n, struct sk__s3_error *e);
+
+/* One ListObjectsV2 page: "s3://BUCKET/KEY" pushed to out for each key
+ * right under prefix (deeper keys are dropped), NextContinuationToken in
+ * token ("" when none) and IsTruncated in *truncated. Also SK_ENOMEM;
+ * what was pushed before a failure stays in out. */
+int sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
+    const char *prefix, struct sk_strlist *out, char *token, size_t tokenlen,
+    int *truncated);
+
+/* An InitiateMultipartUploadResult's UploadId; SK_EFORMAT when none. */
+int sk__s3_parse_upload_id(const char *xml, size_t n, char *id,
+    size_t idlen);
+
 /* ------------------------------------------------------------------------ */
 /* Google Cloud Storage (gcs_auth.c)                                        */
 
