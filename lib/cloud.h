@@ -8,6 +8,7 @@
 #define SK_CLOUD_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "shardkit.h"
@@ -112,6 +113,28 @@ int sk__s3_parse_upload_id(const char *xml, size_t n, char *id,
  */
 int sk__gcs_jwt(const char *json, size_t len, const char *file,
     const char *scope, time_t now, char **jwt, char **token_uri,
+    struct sk_error *err);
+
+/*
+ * What the JSON API answers, parsed (source_gs.c): n bytes of server
+ * input each; display names the request in messages.
+ */
+
+/* An error body {"error": {"message", "errors": [{"reason"}]}}: message
+ * and reason, printable ASCII, "" when absent or not JSON. */
+void sk__gcs_parse_error(const char *body, size_t len, char *message,
+    size_t mn, char *reason, size_t rn);
+
+/* An objects.get answer: "generation" (decimal, into gen) and "size".
+ * 0, or SK_EFORMAT without a usable pair. */
+int sk__gcs_parse_meta(const char *text, size_t len, const char *display,
+    char gen[32], uint64_t *size, struct sk_error *err);
+
+/* One objects.list page: "gs://BUCKET/NAME" pushed to out for each of
+ * "items", and "nextPageToken", URI-escaped, in *next (NULL when none; the
+ * caller frees it). 0, SK_EFORMAT, SK_ENOMEM. */
+int sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
+    const char *display, struct sk_strlist *out, char **next,
     struct sk_error *err);
 
 /* An OAuth2 token response {"access_token", "expires_in", "token_type"}:

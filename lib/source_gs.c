@@ -378,8 +378,8 @@ gcs_headers(void *ctx, const char *method, const char *url,
 
 /* GCS's JSON error {"error": {"code", "message", "errors": [{"reason"}]}}
  * into message and reason. */
-static void
-json_error(const char *body, size_t len, char *message, size_t mn,
+void
+sk__gcs_parse_error(const char *body, size_t len, char *message, size_t mn,
     char *reason, size_t rn)
 {
 	json_t *root, *e, *errs;
@@ -417,7 +417,7 @@ gcs_explain(void *ctx, long status, const char *body, size_t len,
 	char m[400], r[100];
 
 	(void)ctx;
-	json_error(body, len, m, sizeof m, r, sizeof r);
+	sk__gcs_parse_error(body, len, m, sizeof m, r, sizeof r);
 	if (status == 404 && version != NULL) {
 		snprintf(msg, n, "%s: the object changed while it was read "
 		    "(generation %s is gone: replaced or deleted)", display,
@@ -493,21 +493,17 @@ gcs_request(struct sk__req *r, const char *method, const char *url,
 /* ------------------------------------------------------------------------ */
 /* reading                                                                  */
 
-/* The object's generation and size (objects.get). */
-static int
-stat_object(const char *meta, const char *display, char gen[32],
-    uint64_t *size, struct sk_error *err)
+/* An objects.get answer: the object's generation and size. */
+int
+sk__gcs_parse_meta(const char *text, size_t len, const char *display,
+    char gen[32], uint64_t *size, struct sk_error *err)
 {
-	struct sk__req r;
 	json_t *root;
 	const char *g, *sz;
 	char *end;
-	int rc;
+	int rc = 0;
 
-	if ((rc = gcs_request(&r, "GET", meta, display, NULL, NULL, 0,
-	    SMALL_MAX, err)) != 0)
-		return rc;
-	root = json_loadb(r.resp, r.resp_len, 0, NULL);
+	root = json_loadb(text, len, 0, NULL);
 	g = json_string_value(json_object_get(root, "generation"));
 	sz = json_string_value(json_object_get(root, "size"));
 	if (g == NULL || sz == NULL || strlen(g) >= 32 ||
@@ -522,6 +518,21 @@ stat_object(const char *meta, const char *display, char gen[32],
 			    "metadata has a bad size", display);
 	}
 	json_decref(root);
+	return rc;
+}
+
+/* The object's generation and size (objects.get). */
+static int
+stat_object(const char *meta, const char *display, char gen[32],
+    uint64_t *size, struct sk_error *err)
+{
+	struct sk__req r;
+	int rc;
+
+	if ((rc = gcs_request(&r, "GET", meta, display, NULL, NULL, 0,
+	    SMALL_MAX, err)) != 0)
+		return rc;
+	rc = sk__gcs_parse_meta(r.resp, r.resp_len, display, gen, size, err);
 	sk__req_free(&r);
 	return rc;
 }
@@ -568,8 +579,8 @@ gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 }
 
 /* One page of objects.list: the names, and the next page's token. */
-static int
-list_page(const char *text, size_t len, const char *bucket,
+int
+sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
     const char *display, struct sk_strlist *out, char **next,
     struct sk_error *err)
 {
@@ -632,8 +643,8 @@ gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		if ((rc = gcs_request(&r, "GET", q, url, NULL, NULL, 0,
 		    LIST_PAGE_MAX, err)) != 0)
 			break;
-		rc = list_page(r.resp, r.resp_len, u->host, url, out, &next,
-		    err);
+		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->host, url, out,
+		    &next, err);
 		sk__req_free(&r);
 		if (rc != 0 || next == NULL)
 			break;
