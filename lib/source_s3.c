@@ -448,8 +448,9 @@ s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 
 struct listing {
 	const char *bucket;
-	size_t plen;		/* the prefix's length: deeper keys are
+	const char *prefix;	/* keys beside it or deeper below it are
 				 * not the folder's own */
+	size_t plen;
 	struct sk_strlist *out;
 	char token[XML_TEXT_MAX];
 	int truncated;
@@ -463,7 +464,10 @@ list_text(struct xml *x, const char *path, const char *text)
 	char *url;
 
 	if (strcmp(path, "/ListBucketResult/Contents/Key") == 0) {
-		if (strlen(text) < l->plen || strchr(text + l->plen, '/'))
+		/* The server was asked for the prefix; one that answers
+		 * with other keys does not put them in the folder. */
+		if (strncmp(text, l->prefix, l->plen) != 0 ||
+		    strchr(text + l->plen, '/'))
 			return 0;
 		if ((url = sk__asprintf("s3://%s/%s", l->bucket, text)) ==
 		    NULL || sk_strlist_push(l->out, url) != 0)
@@ -487,6 +491,7 @@ sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
 
 	memset(&l, 0, sizeof l);
 	l.bucket = bucket;
+	l.prefix = prefix;
 	l.plen = strlen(prefix);
 	l.out = out;
 	if (xml_parse(xml, n, list_text, &l) != 0)
