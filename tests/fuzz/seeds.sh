@@ -13,6 +13,9 @@
 #   minimal.
 #   url, for fuzz_url: URLs with credentials, manifest and shard URLs,
 #   Content-Range values and nginx JSON listings.
+#   s3xml, for fuzz_s3xml: a ListObjectsV2 page with two keys and a
+#   continuation token, the last page, S3 <Error> bodies and multipart
+#   upload results.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -68,6 +71,22 @@ if [ "$kind" = url ]; then
 	printf 'http://127.0.0.1:8080/s/in.json\nbytes 0-8388607/20450304\n[{"name":".hidden","type":"file"},{"name":"a b%%.tar","type":"file","size":1}]\n' >"$out/plain"
 	printf '/data/in.json\n/abs/in-0.tar\n[]\n' >"$out/local"
 	printf 'https://h\nbytes */0\n{"not":"a list"}\n' >"$out/empty"
+	exit 0
+fi
+if [ "$kind" = s3xml ]; then
+	# As AWS documents them (ListObjectsV2, Error responses,
+	# CreateMultipartUpload, CompleteMultipartUpload).
+	x='<?xml version="1.0" encoding="UTF-8"?>'
+	ns='xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+	cat >"$out/list.xml" <<EOF
+$x
+<ListBucketResult $ns><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken><Contents><Key>dir/train-000000.tar</Key><LastModified>2026-01-15T10:00:00.000Z</LastModified><ETag>&quot;70ee1738b6b21e2c8a43f3a5ab0eee71&quot;</ETag><Size>20450304</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>dir/train-000001.tar</Key><LastModified>2026-01-15T10:00:01.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328-3&quot;</ETag><Size>19922944</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>
+EOF
+	printf '%s\n<ListBucketResult %s><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><IsTruncated>false</IsTruncated><ContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</ContinuationToken><Contents><Key>dir/sub/deep.tar</Key><Size>1</Size></Contents><Contents><Key>dir/val-000000.tar</Key><Size>10240</Size></Contents></ListBucketResult>\n' "$x" "$ns" >"$out/last.xml"
+	printf '%s\n<Error><Code>NoSuchKey</Code><Message>The resource you requested does not exist</Message><Resource>/bucket/dir/x.tar</Resource><RequestId>4442587FB7D0A2F9</RequestId></Error>\n' "$x" >"$out/error.xml"
+	printf '%s\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region %s is wrong; expecting %s</Message><Region>eu-west-1</Region><RequestId>656c76696e6727732072657175657374</RequestId><HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>\n' "$x" "'us-east-1'" "'eu-west-1'" >"$out/redirect.xml"
+	printf '%s\n<InitiateMultipartUploadResult %s><Bucket>bucket</Bucket><Key>dir/train-000000.tar</Key><UploadId>VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId></InitiateMultipartUploadResult>\n' "$x" "$ns" >"$out/initiate.xml"
+	printf '%s\n<CompleteMultipartUploadResult %s><Location>https://bucket.s3.eu-west-1.amazonaws.com/dir/train-000000.tar</Location><Bucket>bucket</Bucket><Key>dir/train-000000.tar</Key><ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;</ETag></CompleteMultipartUploadResult>\n' "$x" "$ns" >"$out/complete.xml"
 	exit 0
 fi
 if [ "$kind" = report ]; then
