@@ -168,4 +168,9 @@ TEST(aws_bad_files_and_missing_keys)
 	setenv("AWS_ENDPOINT_URL", "ftp://x", 1);
 	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
 	CHECK_CONTAINS(err.msg, "AWS_ENDPOINT_URL");
+	/* A port with no host before it (fuzz_awsini). */
+	setenv("AWS_ENDPOINT_URL", "https://:9000", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+	setenv("AWS_ENDPOINT_URL", "https://:443", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
 }
