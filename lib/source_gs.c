@@ -512,8 +512,11 @@ sk__gcs_parse_meta(const char *text, size_t len, const char *display,
 		    "has no usable generation and size", display);
 	} else {
 		snprintf(gen, 32, "%s", g);
+		/* The JSON API's uint64 is a string of digits; strtoull
+		 * alone also takes blanks, a sign, nothing, and saturates. */
+		errno = 0;
 		*size = strtoull(sz, &end, 10);
-		if (*end != '\0')
+		if (*sz < '0' || *sz > '9' || *end != '\0' || errno == ERANGE)
 			rc = sk_error_set(err, SK_EFORMAT, "%s: the object's "
 			    "metadata has a bad size", display);
 	}

@@ -174,3 +174,29 @@ TEST(aws_bad_files_and_missing_keys)
 	setenv("AWS_ENDPOINT_URL", "https://:443", 1);
 	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
 }
+
+/* objects.get: the size is a string of decimal digits and nothing else
+ * (fuzz_gcsjson found "+0450304" taken). */
+TEST(gcs_meta_size)
+{
+	static const char *const bad[] = { "+5", "-1", "", " 5",
+	    "18446744073709551616" };
+	struct sk_error err;
+	char gen[32], body[200];
+	uint64_t size = 0;
+	size_t i;
+
+	snprintf(body, sizeof body, "{\"generation\": \"17\", \"size\": "
+	    "\"18446744073709551615\"}");
+	CHECK_EQ_INT(sk__gcs_parse_meta(body, strlen(body), "gs://b/o", gen,
+	    &size, &err), 0);
+	CHECK_EQ_STR(gen, "17");
+	CHECK(size == UINT64_MAX);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(body, sizeof body, "{\"generation\": \"17\", "
+		    "\"size\": \"%s\"}", bad[i]);
+		CHECK_EQ_INT(sk__gcs_parse_meta(body, strlen(body), "gs://b/o",
+		    gen, &size, &err), SK_EFORMAT);
+		CHECK_CONTAINS(err.msg, "bad size");
+	}
+}
