@@ -1,7 +1,7 @@
 /*
- * test_cloud.c - SigV4 against AWS's published examples, and the AWS
+ * test_cloud.c - SigV4 against AWS's published examples, the AWS
  * credential chain (environment, profiles, region, endpoint) with no
- * secret in any message.
+ * secret in any message, and what S3 and GCS answers are read as.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,4 +199,35 @@ TEST(gcs_meta_size)
 		    gen, &size, &err), SK_EFORMAT);
 		CHECK_CONTAINS(err.msg, "bad size");
 	}
+}
+
+/* ListObjectsV2: only the keys right under the prefix, whatever the
+ * server sends (fuzz_s3xml found a key beside the folder listed). */
+TEST(s3_list_page)
+{
+	const char *page = "<?xml version=\"1.0\"?><ListBucketResult>"
+	    "<IsTruncated>true</IsTruncated><NextContinuationToken>t/1="
+	    "</NextContinuationToken><Contents><Key>dir/a.tar</Key></Contents>"
+	    "<Contents><Key>dir/sub/b.tar</Key></Contents><Contents><Key>"
+	    "dix/c.tar</Key></Contents><Contents><Key>dir/d.tar</Key>"
+	    "</Contents></ListBucketResult>";
+	struct sk_strlist l = { NULL, 0, 0 };
+	struct sk__s3_error e;
+	char token[64];
+	int truncated;
+
+	CHECK_EQ_INT(sk__s3_parse_list(page, strlen(page), "b", "dir/", &l,
+	    token, sizeof token, &truncated), 0);
+	CHECK_EQ_INT((int)l.n, 2);
+	CHECK_EQ_STR(l.v[0], "s3://b/dir/a.tar");
+	CHECK_EQ_STR(l.v[1], "s3://b/dir/d.tar");
+	CHECK_EQ_STR(token, "t/1=");
+	CHECK_EQ_INT(truncated, 1);
+	sk_strlist_free(&l);
+	CHECK_EQ_INT(sk__s3_parse_list("<!DOCTYPE x><x/>", 16, "b", "", &l,
+	    token, sizeof token, &truncated), SK_EFORMAT);
+	page = "<Error><Code>No&#233;Such</Code><Message>m</Message></Error>";
+	CHECK_EQ_INT(sk__s3_parse_error(page, strlen(page), &e), 0);
+	CHECK_EQ_STR(e.code, "No??Such");	/* UTF-8, two bytes */
+	CHECK_EQ_STR(e.message, "m");
 }
