@@ -16,6 +16,8 @@
 #   s3xml, for fuzz_s3xml: a ListObjectsV2 page with two keys and a
 #   continuation token, the last page, S3 <Error> bodies and multipart
 #   upload results.
+#   awsini, for fuzz_awsini: ~/.aws/credentials and config, a NUL
+#   between them, with profiles and an "s3 =" block.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -87,6 +89,24 @@ EOF
 	printf '%s\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region %s is wrong; expecting %s</Message><Region>eu-west-1</Region><RequestId>656c76696e6727732072657175657374</RequestId><HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>\n' "$x" "'us-east-1'" "'eu-west-1'" >"$out/redirect.xml"
 	printf '%s\n<InitiateMultipartUploadResult %s><Bucket>bucket</Bucket><Key>dir/train-000000.tar</Key><UploadId>VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId></InitiateMultipartUploadResult>\n' "$x" "$ns" >"$out/initiate.xml"
 	printf '%s\n<CompleteMultipartUploadResult %s><Location>https://bucket.s3.eu-west-1.amazonaws.com/dir/train-000000.tar</Location><Bucket>bucket</Bucket><Key>dir/train-000000.tar</Key><ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;</ETag></CompleteMultipartUploadResult>\n' "$x" "$ns" >"$out/complete.xml"
+	exit 0
+fi
+if [ "$kind" = awsini ]; then
+	# credentials, a NUL, config. The secrets hold wJalrXUtnFEMI, which
+	# fuzz_awsini wants in no message.
+	{
+		printf '[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n'
+		printf 'aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n\n'
+		printf '# a comment\n[x]\naws_access_key_id=AKIAX\naws_secret_access_key=wJalrXUtnFEMIxsecret\n'
+		printf 'aws_session_token = wJalrXUtnFEMItoken//////////wEaCXVzLWVhc3QtMSJH\n\0'
+		printf '[default]\nregion = eu-west-1\n; another comment\n'
+		printf '[profile x]\nregion = us-west-2\nendpoint_url = http://127.0.0.1:9000/\n'
+		printf 's3 =\n  addressing_style = virtual\n  endpoint_url = http://ignored:1\n'
+		printf '[profile dev]\naws_access_key_id = AKIADEV\n'
+		printf 'aws_secret_access_key = wJalrXUtnFEMIdev\r\nregion = ap-south-1\r\naddressing_style = path\r\n'
+	} >"$out/both.ini"
+	printf '[profile dev]\naws_access_key_id = K\naws_secret_access_key wJalrXUtnFEMIbad\n' >"$out/bad.ini"
+	printf '[default]\naws_access_key_id = K\naws_secret_access_key = wJalrXUtnFEMI\nendpoint_url = https://s3.example.com:443\ns3 =\n    addressing_style = auto\n' >"$out/same.ini"
 	exit 0
 fi
 if [ "$kind" = report ]; then
