@@ -18,6 +18,8 @@
 #   upload results.
 #   awsini, for fuzz_awsini: ~/.aws/credentials and config, a NUL
 #   between them, with profiles and an "s3 =" block.
+#   gcsjson, for fuzz_gcsjson: GCS objects.list pages, objects.get
+#   metadata, error bodies and OAuth2 token answers.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -107,6 +109,27 @@ if [ "$kind" = awsini ]; then
 	} >"$out/both.ini"
 	printf '[profile dev]\naws_access_key_id = K\naws_secret_access_key wJalrXUtnFEMIbad\n' >"$out/bad.ini"
 	printf '[default]\naws_access_key_id = K\naws_secret_access_key = wJalrXUtnFEMI\nendpoint_url = https://s3.example.com:443\ns3 =\n    addressing_style = auto\n' >"$out/same.ini"
+	exit 0
+fi
+if [ "$kind" = gcsjson ]; then
+	# As the JSON API and the token endpoints answer.
+	cat >"$out/list.json" <<'EOF'
+{
+  "kind": "storage#objects",
+  "nextPageToken": "CiBkaXIvdHJhaW4tMDAwMDAxLnRhcg==",
+  "prefixes": ["dir/sub/"],
+  "items": [
+    {"kind": "storage#object", "id": "bucket/dir/train-000000.tar/1700000000000000", "name": "dir/train-000000.tar", "bucket": "bucket", "generation": "1700000000000000", "metageneration": "1", "contentType": "application/x-tar", "size": "20450304", "md5Hash": "cO4XOLayHiyKQ/OlqxTucQ==", "crc32c": "yZRlqg=="},
+    {"kind": "storage#object", "name": "dir/train-000001.tar", "bucket": "bucket", "generation": "1700000000000001", "size": "19922944"}
+  ]
+}
+EOF
+	printf '{"kind": "storage#objects", "items": [{"name": "a b%%.tar", "size": "0"}, {"size": "1"}]}\n' >"$out/last.json"
+	printf '{"kind": "storage#object", "id": "bucket/dir/train-000000.tar/1700000000000000", "selfLink": "https://www.googleapis.com/storage/v1/b/bucket/o/dir%%2Ftrain-000000.tar", "name": "dir/train-000000.tar", "bucket": "bucket", "generation": "1700000000000000", "metageneration": "1", "contentType": "application/x-tar", "storageClass": "STANDARD", "size": "20450304", "md5Hash": "cO4XOLayHiyKQ/OlqxTucQ==", "crc32c": "yZRlqg==", "etag": "CICAgICAgIAD", "timeCreated": "2026-01-15T10:00:00.000Z", "updated": "2026-01-15T10:00:00.000Z"}\n' >"$out/get.json"
+	printf '{"error": {"code": 403, "message": "sa@p.iam.gserviceaccount.com does not have storage.objects.get access to the Google Cloud Storage object.", "errors": [{"message": "denied", "domain": "global", "reason": "forbidden"}]}}\n' >"$out/error.json"
+	printf '{"access_token": "ya29.c.b0AXv0zTOs3cr3tT0k3nQ-example_token.value", "expires_in": 3599, "token_type": "Bearer"}\n' >"$out/token.json"
+	printf '{"error": "invalid_grant", "error_description": "Invalid JWT Signature."}\n' >"$out/refused.json"
+	printf '{"error": {"code": 404, "message": "Not found"}, "access_token": "ya29.s3cr3tT0k3n"}\n' >"$out/meta-error.json"
 	exit 0
 fi
 if [ "$kind" = report ]; then
