@@ -218,8 +218,8 @@ set_endpoint(struct sk__aws_creds *c, const char *v, const char *from,
 		return sk_error_set(err, SK_EINVAL, "%s: an endpoint starts "
 		    "with http:// or https://", from);
 	host = v + (https ? 8 : 7);
-	if ((size_t)(host - v) >= n || memchr(host, '/', n - (size_t)(host -
-	    v)) != NULL || strpbrk(v, " \t\r\n?#@") != NULL)
+	if ((size_t)(host - v) >= n || *host == ':' || memchr(host, '/', n -
+	    (size_t)(host - v)) != NULL || strpbrk(v, " \t\r\n?#@") != NULL)
 		return sk_error_set(err, SK_EINVAL, "%s: want scheme://host"
 		    "[:port] as the endpoint", from);
 	if (https && n > 4 && strncmp(v + n - 4, ":443", 4) == 0)

@@ -8,6 +8,7 @@
 #define SK_CLOUD_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "shardkit.h"
@@ -76,6 +77,32 @@ int sk__sigv4(const char *access_key, const char *secret, const char *region,
 /* The hex SHA-256 of n bytes (65 bytes with the NUL). */
 void sk__sha256_hex(const void *data, size_t n, char out[65]);
 
+/*
+ * What S3 answers, parsed (source_s3.c; expat, no DTD, so no entity is
+ * ever expanded). Each reads n bytes of server input and returns 0, or
+ * SK_EFORMAT for a body that is not the XML it should be.
+ */
+
+/* An <Error> body's Code and Message, printable ASCII, "" when absent;
+ * filled as far as the body parsed even on SK_EFORMAT. */
+struct sk__s3_error {
+	char code[128], message[512];
+	char region[64];	/* where the bucket is, when S3 says */
+};
+int sk__s3_parse_error(const char *xml, size_t n, struct sk__s3_error *e);
+
+/* One ListObjectsV2 page: "s3://BUCKET/KEY" pushed to out for each key
+ * right under prefix (deeper keys are dropped), NextContinuationToken in
+ * token ("" when none) and IsTruncated in *truncated. Also SK_ENOMEM;
+ * what was pushed before a failure stays in out. */
+int sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
+    const char *prefix, struct sk_strlist *out, char *token, size_t tokenlen,
+    int *truncated);
+
+/* An InitiateMultipartUploadResult's UploadId; SK_EFORMAT when none. */
+int sk__s3_parse_upload_id(const char *xml, size_t n, char *id,
+    size_t idlen);
+
 /* ------------------------------------------------------------------------ */
 /* Google Cloud Storage (gcs_auth.c)                                        */
 
@@ -87,6 +114,28 @@ void sk__sha256_hex(const void *data, size_t n, char out[65]);
  */
 int sk__gcs_jwt(const char *json, size_t len, const char *file,
     const char *scope, time_t now, char **jwt, char **token_uri,
+    struct sk_error *err);
+
+/*
+ * What the JSON API answers, parsed (source_gs.c): n bytes of server
+ * input each; display names the request in messages.
+ */
+
+/* An error body {"error": {"message", "errors": [{"reason"}]}}: message
+ * and reason, printable ASCII, "" when absent or not JSON. */
+void sk__gcs_parse_error(const char *body, size_t len, char *message,
+    size_t mn, char *reason, size_t rn);
+
+/* An objects.get answer: "generation" (decimal, into gen) and "size".
+ * 0, or SK_EFORMAT without a usable pair. */
+int sk__gcs_parse_meta(const char *text, size_t len, const char *display,
+    char gen[32], uint64_t *size, struct sk_error *err);
+
+/* One objects.list page: "gs://BUCKET/NAME" pushed to out for each of
+ * "items", and "nextPageToken", URI-escaped, in *next (NULL when none; the
+ * caller frees it). 0, SK_EFORMAT, SK_ENOMEM. */
+int sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
+    const char *display, struct sk_strlist *out, char **next,
     struct sk_error *err);
 
 /* An OAuth2 token response {"access_token", "expires_in", "token_type"}:

@@ -397,8 +397,8 @@ gcs_headers(void *ctx, const char *method, const char *url,
 
 /* GCS's JSON error {"error": {"code", "message", "errors": [{"reason"}]}}
  * into message and reason. */
-static void
-json_error(const char *body, size_t len, char *message, size_t mn,
+void
+sk__gcs_parse_error(const char *body, size_t len, char *message, size_t mn,
     char *reason, size_t rn)
 {
 	json_t *root, *e, *errs;
@@ -436,7 +436,7 @@ gcs_explain(void *ctx, long status, const char *body, size_t len,
 	char m[400], r[100];
 
 	(void)ctx;
-	json_error(body, len, m, sizeof m, r, sizeof r);
+	sk__gcs_parse_error(body, len, m, sizeof m, r, sizeof r);
 	if (status == 404 && version != NULL) {
 		snprintf(msg, n, "%s: the object changed while it was read "
 		    "(generation %s is gone: replaced or deleted)", display,
@@ -512,21 +512,17 @@ gcs_request(struct sk__req *r, const char *method, const char *url,
 /* ------------------------------------------------------------------------ */
 /* reading                                                                  */
 
-/* The object's generation and size (objects.get). */
-static int
-stat_object(const char *meta, const char *display, char gen[32],
-    uint64_t *size, struct sk_error *err)
+/* An objects.get answer: the object's generation and size. */
+int
+sk__gcs_parse_meta(const char *text, size_t len, const char *display,
+    char gen[32], uint64_t *size, struct sk_error *err)
 {
-	struct sk__req r;
 	json_t *root;
 	const char *g, *sz;
 	char *end;
-	int rc;
+	int rc = 0;
 
-	if ((rc = gcs_request(&r, "GET", meta, display, NULL, NULL, 0,
-	    SMALL_MAX, err)) != 0)
-		return rc;
-	root = json_loadb(r.resp, r.resp_len, 0, NULL);
+	root = json_loadb(text, len, 0, NULL);
 	g = json_string_value(json_object_get(root, "generation"));
 	sz = json_string_value(json_object_get(root, "size"));
 	if (g == NULL || sz == NULL || strlen(g) >= 32 ||
@@ -535,12 +531,30 @@ stat_object(const char *meta, const char *display, char gen[32],
 		    "has no usable generation and size", display);
 	} else {
 		snprintf(gen, 32, "%s", g);
+		/* The JSON API's uint64 is a string of digits; strtoull
+		 * alone also takes blanks, a sign, nothing, and saturates. */
+		errno = 0;
 		*size = strtoull(sz, &end, 10);
-		if (*end != '\0')
+		if (*sz < '0' || *sz > '9' || *end != '\0' || errno == ERANGE)
 			rc = sk_error_set(err, SK_EFORMAT, "%s: the object's "
 			    "metadata has a bad size", display);
 	}
 	json_decref(root);
+	return rc;
+}
+
+/* The object's generation and size (objects.get). */
+static int
+stat_object(const char *meta, const char *display, char gen[32],
+    uint64_t *size, struct sk_error *err)
+{
+	struct sk__req r;
+	int rc;
+
+	if ((rc = gcs_request(&r, "GET", meta, display, NULL, NULL, 0,
+	    SMALL_MAX, err)) != 0)
+		return rc;
+	rc = sk__gcs_parse_meta(r.resp, r.resp_len, display, gen, size, err);
 	sk__req_free(&r);
 	return rc;
 }
@@ -587,8 +601,8 @@ gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 }
 
 /* One page of objects.list: the names, and the next page's token. */
-static int
-list_page(const char *text, size_t len, const char *bucket,
+int
+sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
     const char *display, struct sk_strlist *out, char **next,
     struct sk_error *err)
 {
@@ -651,8 +665,8 @@ gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		if ((rc = gcs_request(&r, "GET", q, url, NULL, NULL, 0,
 		    LIST_PAGE_MAX, err)) != 0)
 			break;
-		rc = list_page(r.resp, r.resp_len, u->host, url, out, &next,
-		    err);
+		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->host, url, out,
+		    &next, err);
 		sk__req_free(&r);
 		if (rc != 0 || next == NULL)
 			break;

@@ -270,11 +270,6 @@ xml_parse(const char *body, size_t len,
 	return rc;
 }
 
-struct s3err {
-	char code[128], message[512];
-	char region[64];	/* where the bucket is, when S3 says */
-};
-
 /* Printable ASCII only: a server's words reach a terminal. */
 static void
 copy_clean(char *dst, size_t n, const char *src)
@@ -290,7 +285,7 @@ copy_clean(char *dst, size_t n, const char *src)
 static int
 err_text(struct xml *x, const char *path, const char *text)
 {
-	struct s3err *e = x->arg;
+	struct sk__s3_error *e = x->arg;
 
 	if (strcmp(path, "/Error/Code") == 0)
 		copy_clean(e->code, sizeof e->code, text);
@@ -301,6 +296,13 @@ err_text(struct xml *x, const char *path, const char *text)
 	return 0;
 }
 
+int
+sk__s3_parse_error(const char *xml, size_t n, struct sk__s3_error *e)
+{
+	memset(e, 0, sizeof *e);
+	return xml_parse(xml, n, err_text, e) == 0 ? 0 : SK_EFORMAT;
+}
+
 /*
  * A message a user can act on, from an S3 error response: what failed,
  * which credentials were used (never the secret) and what to check.
@@ -309,13 +311,13 @@ static int
 s3_explain(void *ctx, long status, const char *body, size_t len,
     const char *display, const char *version, char *msg, size_t n)
 {
-	struct s3err e;
+	struct sk__s3_error e;
 	const char *src = s3.c.source;
 
 	(void)ctx, (void)version;
 	memset(&e, 0, sizeof e);
 	if (len > 0)
-		xml_parse(body, len, err_text, &e);
+		sk__s3_parse_error(body, len, &e);
 	if (strcmp(e.code, "RequestTimeTooSkewed") == 0) {
 		snprintf(msg, n, "%s: HTTP %ld RequestTimeTooSkewed: this "
 		    "machine's clock differs from the server's by more than 15 "
@@ -455,8 +457,9 @@ s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 
 struct listing {
 	const char *bucket;
-	size_t plen;		/* the prefix's length: deeper keys are
+	const char *prefix;	/* keys beside it or deeper below it are
 				 * not the folder's own */
+	size_t plen;
 	struct sk_strlist *out;
 	char token[XML_TEXT_MAX];
 	int truncated;
@@ -470,7 +473,10 @@ list_text(struct xml *x, const char *path, const char *text)
 	char *url;
 
 	if (strcmp(path, "/ListBucketResult/Contents/Key") == 0) {
-		if (strlen(text) < l->plen || strchr(text + l->plen, '/'))
+		/* The server was asked for the prefix; one that answers
+		 * with other keys does not put them in the folder. */
+		if (strncmp(text, l->prefix, l->plen) != 0 ||
+		    strchr(text + l->plen, '/'))
 			return 0;
 		if ((url = sk__asprintf("s3://%s/%s", l->bucket, text)) ==
 		    NULL || sk_strlist_push(l->out, url) != 0)
@@ -485,6 +491,25 @@ list_text(struct xml *x, const char *path, const char *text)
 	return 0;
 }
 
+int
+sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
+    const char *prefix, struct sk_strlist *out, char *token, size_t tokenlen,
+    int *truncated)
+{
+	struct listing l;
+
+	memset(&l, 0, sizeof l);
+	l.bucket = bucket;
+	l.prefix = prefix;
+	l.plen = strlen(prefix);
+	l.out = out;
+	if (xml_parse(xml, n, list_text, &l) != 0)
+		return l.oom ? SK_ENOMEM : SK_EFORMAT;
+	snprintf(token, tokenlen, "%s", l.token);
+	*truncated = l.truncated;
+	return 0;
+}
+
 /*
  * The objects right under a folder (prefix ending in '/'), page after
  * page, as the local listing is not recursive: the delimiter keeps the
@@ -495,26 +520,22 @@ static int
 s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
     struct sk_error *err)
 {
-	struct listing l;
 	struct sk__req r;
 	char *prefix = NULL, *tok = NULL, *query = NULL, prev[XML_TEXT_MAX];
+	char token[XML_TEXT_MAX];
 	size_t n = strlen(url);
-	int rc = 0, pages;
+	int rc = 0, pages, truncated;
 
 	if (n == 0 || url[n - 1] != '/')
 		return sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in "
 		    "'/'", url);
 	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	memset(&l, 0, sizeof l);
-	l.bucket = u->host;
-	l.plen = strlen(u->path);
-	l.out = out;
 	prev[0] = '\0';
 	for (pages = 0; pages < LIST_PAGES_MAX; pages++) {
 		free(query);
-		query = sk__asprintf("list-type=2&prefix=%s&delimiter=%%2F&max-keys=%d%s%s",
-		    prefix, sk__list_page(), tok ?
+		query = sk__asprintf("list-type=2&prefix=%s&delimiter=%%2F&"
+		    "max-keys=%d%s%s", prefix, sk__list_page(), tok ?
 		    "&continuation-token=" : "", tok ? tok : "");
 		if (query == NULL) {
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
@@ -523,28 +544,27 @@ s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		if ((rc = s3_request(&r, "GET", u->host, "", url, query, NULL,
 		    0, LIST_PAGE_MAX, err)) != 0)
 			break;
-		l.token[0] = '\0';
-		l.truncated = 0;
-		if (xml_parse(r.resp, r.resp_len, list_text, &l) != 0) {
-			rc = l.oom ? sk_error_set(err, SK_ENOMEM, "out of "
-			    "memory") : sk_error_set(err, SK_EFORMAT, "%s: "
-			    "page %d of the listing is not a ListObjectsV2 "
+		if ((rc = sk__s3_parse_list(r.resp, r.resp_len, u->host,
+		    u->path, out, token, sizeof token, &truncated)) != 0) {
+			rc = rc == SK_ENOMEM ? sk_error_set(err, SK_ENOMEM,
+			    "out of memory") : sk_error_set(err, SK_EFORMAT,
+			    "%s: page %d of the listing is not a ListObjectsV2 "
 			    "response", url, pages + 1);
 			sk__req_free(&r);
 			break;
 		}
 		sk__req_free(&r);
-		if (!l.truncated)
+		if (!truncated)
 			break;
 		/* A server that repeats itself would list forever. */
-		if (l.token[0] == '\0' || strcmp(l.token, prev) == 0) {
+		if (token[0] == '\0' || strcmp(token, prev) == 0) {
 			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing is "
 			    "truncated with no new continuation token", url);
 			break;
 		}
-		snprintf(prev, sizeof prev, "%s", l.token);
+		snprintf(prev, sizeof prev, "%s", token);
 		free(tok);
-		if ((tok = sk__uri_escape(l.token, 0)) == NULL) {
+		if ((tok = sk__uri_escape(token, 0)) == NULL) {
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
 			break;
 		}
@@ -572,6 +592,18 @@ id_text(struct xml *x, const char *path, const char *text)
 
 	if (strcmp(path, "/InitiateMultipartUploadResult/UploadId") == 0)
 		snprintf(u->id, sizeof u->id, "%s", text);
+	return 0;
+}
+
+int
+sk__s3_parse_upload_id(const char *xml, size_t n, char *id, size_t idlen)
+{
+	struct upload_id u;
+
+	memset(&u, 0, sizeof u);
+	if (xml_parse(xml, n, id_text, &u) != 0 || u.id[0] == '\0')
+		return SK_EFORMAT;
+	snprintf(id, idlen, "%s", u.id);
 	return 0;
 }
 
@@ -629,7 +661,7 @@ s3_put_multipart(const char *bucket, const char *key, const uint8_t *data,
     uint64_t size, const char *display, struct sk_error *err)
 {
 	struct mpu_part slot[MPU_INFLIGHT];
-	struct upload_id uid;
+	char uid[1024];
 	struct sk__req r;
 	char *q = NULL, *xml = NULL, *idq = NULL, **etags = NULL;
 	uint64_t psize = mpu_part_size(), off;
@@ -643,15 +675,13 @@ s3_put_multipart(const char *bucket, const char *key, const uint8_t *data,
 	if ((rc = s3_request(&r, "POST", bucket, key, NULL, "uploads", NULL, 0,
 	    SMALL_MAX, err)) != 0)
 		return rc;
-	memset(&uid, 0, sizeof uid);
-	if (xml_parse(r.resp, r.resp_len, id_text, &uid) != 0 ||
-	    uid.id[0] == '\0') {
+	if (sk__s3_parse_upload_id(r.resp, r.resp_len, uid, sizeof uid) != 0) {
 		sk__req_free(&r);
 		return sk_error_set(err, SK_EFORMAT, "%s: the server gave no "
 		    "UploadId for a multipart upload", display);
 	}
 	sk__req_free(&r);
-	if ((idq = sk__uri_escape(uid.id, 0)) == NULL ||
+	if ((idq = sk__uri_escape(uid, 0)) == NULL ||
 	    (etags = calloc((size_t)nparts, sizeof *etags)) == NULL) {
 		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
 		goto abort;

@@ -1,6 +1,6 @@
 /*
  * memfile.h - what the fuzz targets share: each input becomes the contents
- * of one in-memory file (a memfd, rewritten for each input) that the code
+ * of an in-memory file (a memfd, rewritten for each input) that the code
  * under test opens by its path, as a file on disk would be.
  */
 #ifndef MEMFILE_H
@@ -17,31 +17,45 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Put size bytes of data in the process's memfd; its path, under a folder
+#define MEMFILE_SLOTS	2
+
+/* Put size bytes of data in the process's memfd number slot (a target
+ * that reads two files has two); its path, under a folder
  * (/proc/self/fd), so relative names resolve against it. */
 static const char *
-memfile_load(const uint8_t *data, size_t size)
+memfile_put(int slot, const uint8_t *data, size_t size)
 {
-	static int fd = -1;
-	static char path[64];
+	static int fd[MEMFILE_SLOTS] = { -1, -1 };
+	static char path[MEMFILE_SLOTS][64];
 	size_t off = 0;
 	ssize_t n;
 
-	if (fd < 0) {
-		if ((fd = memfd_create("fuzz", MFD_CLOEXEC)) < 0) {
+	if (slot < 0 || slot >= MEMFILE_SLOTS)
+		abort();
+	if (fd[slot] < 0) {
+		if ((fd[slot] = memfd_create("fuzz", MFD_CLOEXEC)) < 0) {
 			perror("memfd_create");
 			abort();
 		}
-		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		snprintf(path[slot], sizeof path[slot], "/proc/self/fd/%d",
+		    fd[slot]);
 	}
-	if (ftruncate(fd, 0) != 0)
+	if (ftruncate(fd[slot], 0) != 0)
 		abort();
 	while (off < size) {
-		if ((n = pwrite(fd, data + off, size - off, (off_t)off)) <= 0)
+		if ((n = pwrite(fd[slot], data + off, size - off,
+		    (off_t)off)) <= 0)
 			abort();
 		off += (size_t)n;
 	}
-	return path;
+	return path[slot];
+}
+
+/* The one file of a target that reads one. */
+static inline const char *
+memfile_load(const uint8_t *data, size_t size)
+{
+	return memfile_put(0, data, size);
 }
 
 #endif /* MEMFILE_H */

@@ -13,6 +13,13 @@
 #   minimal.
 #   url, for fuzz_url: URLs with credentials, manifest and shard URLs,
 #   Content-Range values and nginx JSON listings.
+#   s3xml, for fuzz_s3xml: a ListObjectsV2 page with two keys and a
+#   continuation token, the last page, S3 <Error> bodies and multipart
+#   upload results.
+#   awsini, for fuzz_awsini: ~/.aws/credentials and config, a NUL
+#   between them, with profiles and an "s3 =" block.
+#   gcsjson, for fuzz_gcsjson: GCS objects.list pages, objects.get
+#   metadata, error bodies and OAuth2 token answers.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -68,6 +75,61 @@ if [ "$kind" = url ]; then
 	printf 'http://127.0.0.1:8080/s/in.json\nbytes 0-8388607/20450304\n[{"name":".hidden","type":"file"},{"name":"a b%%.tar","type":"file","size":1}]\n' >"$out/plain"
 	printf '/data/in.json\n/abs/in-0.tar\n[]\n' >"$out/local"
 	printf 'https://h\nbytes */0\n{"not":"a list"}\n' >"$out/empty"
+	exit 0
+fi
+if [ "$kind" = s3xml ]; then
+	# As AWS documents them (ListObjectsV2, Error responses,
+	# CreateMultipartUpload, CompleteMultipartUpload).
+	x='<?xml version="1.0" encoding="UTF-8"?>'
+	ns='xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+	cat >"$out/list.xml" <<EOF
+$x
+<ListBucketResult $ns><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken><Contents><Key>dir/train-000000.tar</Key><LastModified>2026-01-15T10:00:00.000Z</LastModified><ETag>&quot;70ee1738b6b21e2c8a43f3a5ab0eee71&quot;</ETag><Size>20450304</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>dir/train-000001.tar</Key><LastModified>2026-01-15T10:00:01.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328-3&quot;</ETag><Size>19922944</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>
+EOF
+	printf '%s\n<ListBucketResult %s><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><IsTruncated>false</IsTruncated><ContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</ContinuationToken><Contents><Key>dir/sub/deep.tar</Key><Size>1</Size></Contents><Contents><Key>dir/val-000000.tar</Key><Size>10240</Size></Contents></ListBucketResult>\n' "$x" "$ns" >"$out/last.xml"
+	printf '%s\n<Error><Code>NoSuchKey</Code><Message>The resource you requested does not exist</Message><Resource>/bucket/dir/x.tar</Resource><RequestId>4442587FB7D0A2F9</RequestId></Error>\n' "$x" >"$out/error.xml"
+	printf '%s\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region %s is wrong; expecting %s</Message><Region>eu-west-1</Region><RequestId>656c76696e6727732072657175657374</RequestId><HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>\n' "$x" "'us-east-1'" "'eu-west-1'" >"$out/redirect.xml"
+	printf '%s\n<InitiateMultipartUploadResult %s><Bucket>bucket</Bucket><Key>dir/train-000000.tar</Key><UploadId>VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId></InitiateMultipartUploadResult>\n' "$x" "$ns" >"$out/initiate.xml"
+	printf '%s\n<CompleteMultipartUploadResult %s><Location>https://bucket.s3.eu-west-1.amazonaws.com/dir/train-000000.tar</Location><Bucket>bucket</Bucket><Key>dir/train-000000.tar</Key><ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;</ETag></CompleteMultipartUploadResult>\n' "$x" "$ns" >"$out/complete.xml"
+	exit 0
+fi
+if [ "$kind" = awsini ]; then
+	# credentials, a NUL, config. The secrets hold wJalrXUtnFEMI, which
+	# fuzz_awsini wants in no message.
+	{
+		printf '[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n'
+		printf 'aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n\n'
+		printf '# a comment\n[x]\naws_access_key_id=AKIAX\naws_secret_access_key=wJalrXUtnFEMIxsecret\n'
+		printf 'aws_session_token = wJalrXUtnFEMItoken//////////wEaCXVzLWVhc3QtMSJH\n\0'
+		printf '[default]\nregion = eu-west-1\n; another comment\n'
+		printf '[profile x]\nregion = us-west-2\nendpoint_url = http://127.0.0.1:9000/\n'
+		printf 's3 =\n  addressing_style = virtual\n  endpoint_url = http://ignored:1\n'
+		printf '[profile dev]\naws_access_key_id = AKIADEV\n'
+		printf 'aws_secret_access_key = wJalrXUtnFEMIdev\r\nregion = ap-south-1\r\naddressing_style = path\r\n'
+	} >"$out/both.ini"
+	printf '[profile dev]\naws_access_key_id = K\naws_secret_access_key wJalrXUtnFEMIbad\n' >"$out/bad.ini"
+	printf '[default]\naws_access_key_id = K\naws_secret_access_key = wJalrXUtnFEMI\nendpoint_url = https://s3.example.com:443\ns3 =\n    addressing_style = auto\n' >"$out/same.ini"
+	exit 0
+fi
+if [ "$kind" = gcsjson ]; then
+	# As the JSON API and the token endpoints answer.
+	cat >"$out/list.json" <<'EOF'
+{
+  "kind": "storage#objects",
+  "nextPageToken": "CiBkaXIvdHJhaW4tMDAwMDAxLnRhcg==",
+  "prefixes": ["dir/sub/"],
+  "items": [
+    {"kind": "storage#object", "id": "bucket/dir/train-000000.tar/1700000000000000", "name": "dir/train-000000.tar", "bucket": "bucket", "generation": "1700000000000000", "metageneration": "1", "contentType": "application/x-tar", "size": "20450304", "md5Hash": "cO4XOLayHiyKQ/OlqxTucQ==", "crc32c": "yZRlqg=="},
+    {"kind": "storage#object", "name": "dir/train-000001.tar", "bucket": "bucket", "generation": "1700000000000001", "size": "19922944"}
+  ]
+}
+EOF
+	printf '{"kind": "storage#objects", "items": [{"name": "a b%%.tar", "size": "0"}, {"size": "1"}]}\n' >"$out/last.json"
+	printf '{"kind": "storage#object", "id": "bucket/dir/train-000000.tar/1700000000000000", "selfLink": "https://www.googleapis.com/storage/v1/b/bucket/o/dir%%2Ftrain-000000.tar", "name": "dir/train-000000.tar", "bucket": "bucket", "generation": "1700000000000000", "metageneration": "1", "contentType": "application/x-tar", "storageClass": "STANDARD", "size": "20450304", "md5Hash": "cO4XOLayHiyKQ/OlqxTucQ==", "crc32c": "yZRlqg==", "etag": "CICAgICAgIAD", "timeCreated": "2026-01-15T10:00:00.000Z", "updated": "2026-01-15T10:00:00.000Z"}\n' >"$out/get.json"
+	printf '{"error": {"code": 403, "message": "sa@p.iam.gserviceaccount.com does not have storage.objects.get access to the Google Cloud Storage object.", "errors": [{"message": "denied", "domain": "global", "reason": "forbidden"}]}}\n' >"$out/error.json"
+	printf '{"access_token": "ya29.c.b0AXv0zTOs3cr3tT0k3nQ-example_token.value", "expires_in": 3599, "token_type": "Bearer"}\n' >"$out/token.json"
+	printf '{"error": "invalid_grant", "error_description": "Invalid JWT Signature."}\n' >"$out/refused.json"
+	printf '{"error": {"code": 404, "message": "Not found"}, "access_token": "ya29.s3cr3tT0k3n"}\n' >"$out/meta-error.json"
 	exit 0
 fi
 if [ "$kind" = report ]; then

@@ -1,7 +1,7 @@
 /*
- * test_cloud.c - SigV4 against AWS's published examples, and the AWS
+ * test_cloud.c - SigV4 against AWS's published examples, the AWS
  * credential chain (environment, profiles, region, endpoint) with no
- * secret in any message.
+ * secret in any message, and what S3 and GCS answers are read as.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,4 +214,66 @@ TEST(aws_bad_files_and_missing_keys)
 	setenv("AWS_ENDPOINT_URL", "ftp://x", 1);
 	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
 	CHECK_CONTAINS(err.msg, "AWS_ENDPOINT_URL");
+	/* A port with no host before it (fuzz_awsini). */
+	setenv("AWS_ENDPOINT_URL", "https://:9000", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+	setenv("AWS_ENDPOINT_URL", "https://:443", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+}
+
+/* objects.get: the size is a string of decimal digits and nothing else
+ * (fuzz_gcsjson found "+0450304" taken). */
+TEST(gcs_meta_size)
+{
+	static const char *const bad[] = { "+5", "-1", "", " 5",
+	    "18446744073709551616" };
+	struct sk_error err;
+	char gen[32], body[200];
+	uint64_t size = 0;
+	size_t i;
+
+	snprintf(body, sizeof body, "{\"generation\": \"17\", \"size\": "
+	    "\"18446744073709551615\"}");
+	CHECK_EQ_INT(sk__gcs_parse_meta(body, strlen(body), "gs://b/o", gen,
+	    &size, &err), 0);
+	CHECK_EQ_STR(gen, "17");
+	CHECK(size == UINT64_MAX);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(body, sizeof body, "{\"generation\": \"17\", "
+		    "\"size\": \"%s\"}", bad[i]);
+		CHECK_EQ_INT(sk__gcs_parse_meta(body, strlen(body), "gs://b/o",
+		    gen, &size, &err), SK_EFORMAT);
+		CHECK_CONTAINS(err.msg, "bad size");
+	}
+}
+
+/* ListObjectsV2: only the keys right under the prefix, whatever the
+ * server sends (fuzz_s3xml found a key beside the folder listed). */
+TEST(s3_list_page)
+{
+	const char *page = "<?xml version=\"1.0\"?><ListBucketResult>"
+	    "<IsTruncated>true</IsTruncated><NextContinuationToken>t/1="
+	    "</NextContinuationToken><Contents><Key>dir/a.tar</Key></Contents>"
+	    "<Contents><Key>dir/sub/b.tar</Key></Contents><Contents><Key>"
+	    "dix/c.tar</Key></Contents><Contents><Key>dir/d.tar</Key>"
+	    "</Contents></ListBucketResult>";
+	struct sk_strlist l = { NULL, 0, 0 };
+	struct sk__s3_error e;
+	char token[64];
+	int truncated;
+
+	CHECK_EQ_INT(sk__s3_parse_list(page, strlen(page), "b", "dir/", &l,
+	    token, sizeof token, &truncated), 0);
+	CHECK_EQ_INT((int)l.n, 2);
+	CHECK_EQ_STR(l.v[0], "s3://b/dir/a.tar");
+	CHECK_EQ_STR(l.v[1], "s3://b/dir/d.tar");
+	CHECK_EQ_STR(token, "t/1=");
+	CHECK_EQ_INT(truncated, 1);
+	sk_strlist_free(&l);
+	CHECK_EQ_INT(sk__s3_parse_list("<!DOCTYPE x><x/>", 16, "b", "", &l,
+	    token, sizeof token, &truncated), SK_EFORMAT);
+	page = "<Error><Code>No&#233;Such</Code><Message>m</Message></Error>";
+	CHECK_EQ_INT(sk__s3_parse_error(page, strlen(page), &e), 0);
+	CHECK_EQ_STR(e.code, "No??Such");	/* UTF-8, two bytes */
+	CHECK_EQ_STR(e.message, "m");
 }
