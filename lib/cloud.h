@@ -132,11 +132,13 @@ int sk__gcs_parse_meta(const char *text, size_t len, const char *display,
     char gen[32], uint64_t *size, struct sk_error *err);
 
 /* One objects.list page: "gs://BUCKET/NAME" pushed to out for each of
- * "items", and "nextPageToken", URI-escaped, in *next (NULL when none; the
- * caller frees it). 0, SK_EFORMAT, SK_ENOMEM. */
+ * "items" right under prefix (other names are dropped: a server may not
+ * add objects from elsewhere to a folder), and "nextPageToken",
+ * URI-escaped, in *next (NULL when none; the caller frees it). 0,
+ * SK_EFORMAT, SK_ENOMEM. */
 int sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
-    const char *display, struct sk_strlist *out, char **next,
-    struct sk_error *err);
+    const char *prefix, const char *display, struct sk_strlist *out,
+    char **next, struct sk_error *err);
 
 /* An OAuth2 token response {"access_token", "expires_in", "token_type"}:
  * the token and its lifetime in seconds. from names the endpoint. */

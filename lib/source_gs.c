@@ -603,9 +603,10 @@ gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 /* One page of objects.list: the names, and the next page's token. */
 int
 sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
-    const char *display, struct sk_strlist *out, char **next,
-    struct sk_error *err)
+    const char *prefix, const char *display, struct sk_strlist *out,
+    char **next, struct sk_error *err)
 {
+	size_t plen = strlen(prefix);
 	json_t *root, *items, *it;
 	const char *name, *tok;
 	char *url;
@@ -622,7 +623,8 @@ sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
 		if (rc != 0)
 			break;
 		if ((name = json_string_value(json_object_get(it, "name"))) ==
-		    NULL)
+		    NULL || strncmp(name, prefix, plen) != 0 ||
+		    strchr(name + plen, '/') != NULL)
 			continue;
 		if ((url = sk__asprintf("gs://%s/%s", bucket, name)) == NULL ||
 		    sk_strlist_push(out, url) != 0)
@@ -665,8 +667,8 @@ gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		if ((rc = gcs_request(&r, "GET", q, url, NULL, NULL, 0,
 		    LIST_PAGE_MAX, err)) != 0)
 			break;
-		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->host, url, out,
-		    &next, err);
+		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->host, u->path,
+		    url, out, &next, err);
 		sk__req_free(&r);
 		if (rc != 0 || next == NULL)
 			break;

@@ -97,8 +97,8 @@ list(const uint8_t *data, size_t size)
 	size_t i;
 	int rc;
 
-	rc = sk__gcs_parse_list((const char *)data, size, "b", "gs://b/d/",
-	    &l, &next, &err);
+	rc = sk__gcs_parse_list((const char *)data, size, "b", "d/",
+	    "gs://b/d/", &l, &next, &err);
 	if (rc != 0 && rc != SK_EFORMAT && rc != SK_ENOMEM)
 		abort();
 	if (rc != 0 && (next != NULL || err.msg[0] == '\0'))
@@ -106,8 +106,10 @@ list(const uint8_t *data, size_t size)
 	/* Each name is an object of its own: {"name":""} at least. */
 	if (l.n > size / 11)
 		abort();
+	/* Only names right under the folder. */
 	for (i = 0; i < l.n; i++)
-		if (strncmp(l.v[i], "gs://b/", 7) != 0)
+		if (strncmp(l.v[i], "gs://b/d/", 9) != 0 ||
+		    strchr(l.v[i] + 9, '/') != NULL)
 			abort();
 	/* The token goes into a query as it is: escaped, never empty. */
 	if (next != NULL && (next[0] == '\0' || strspn(next,
