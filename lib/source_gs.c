@@ -308,27 +308,21 @@ load(struct sk_error *err)
 	}
 	/* The first token now, so a bad key says so before any read. */
 	if ((rc = fetch_token(&tok, &lifetime, err)) != 0) {
-		if (gcs.mode == M_METADATA && getenv("GCE_METADATA_HOST") ==
-		    NULL) {
-			char why[SK_ERRMSG_MAX];
+		char why[SK_ERRMSG_MAX];
 
-			snprintf(why, sizeof why, "%s", err->msg);
+		snprintf(why, sizeof why, "%s", err->msg);
+		if (gcs.mode == M_METADATA && getenv("GCE_METADATA_HOST") ==
+		    NULL)
 			return sk_error_set(err, SK_EACCES, "gs://: no Google "
 			    "credentials: set GOOGLE_APPLICATION_CREDENTIALS "
 			    "to a service-account key file, "
 			    "GOOGLE_OAUTH_ACCESS_TOKEN to a token, or "
 			    "STORAGE_EMULATOR_HOST for an emulator (the "
 			    "metadata server did not answer: %s)", why);
-		}
-		if (gcs.mode == M_KEY && strstr(err->msg,
-		    "GOOGLE_APPLICATION_CREDENTIALS") == NULL) {
-			char why[SK_ERRMSG_MAX];
-
-			snprintf(why, sizeof why, "%s", err->msg);
-			return sk_error_set(err, rc, "gs://: the key file of "
-			    "GOOGLE_APPLICATION_CREDENTIALS: %s", why);
-		}
-		return rc;
+		/* A token endpoint's refusal names only its URL: say which
+		 * credentials it refused. */
+		return sk_error_set(err, rc, "cannot get an access token from "
+		    "%s: %s", gcs.source, why);
 	}
 	gcs.token = tok;
 	gcs.lifetime = lifetime;

@@ -280,6 +280,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def answer(self, status, body, kind, why=None, ctype="application/json"):
         data = body if isinstance(body, bytes) else body.encode()
+        entry = {"method": self.command,
+                 "path": self.path.split("?", 1)[0], "kind": kind,
+                 "status": status, "ok": status == 200}
+        if why:
+            entry["why"] = why
+        # logged before the answer: a test reads the log as soon as its
+        # client has the answer and exits
+        self.server.state.log(entry)
         self.send_response(status)
         if self.server.state.args.metadata:
             self.send_header("Metadata-Flavor", "Google")
@@ -288,12 +296,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        entry = {"method": self.command,
-                 "path": self.path.split("?", 1)[0], "kind": kind,
-                 "status": status, "ok": status == 200}
-        if why:
-            entry["why"] = why
-        self.server.state.log(entry)
 
     def token_json(self, prefix):
         return json.dumps({
@@ -422,6 +424,7 @@ class Handler(BaseHTTPRequestHandler):
         err.update(extra or {})
         data = json.dumps({"error": {"code": status, "message": message,
                                      "errors": [err]}}).encode()
+        self.storage_log(status, why)           # before, as answer()'s
         self.send_response(status)
         if status == 401:
             self.send_header("WWW-Authenticate",
@@ -433,7 +436,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        self.storage_log(status, why)
 
     def storage(self):
         state = self.server.state
