@@ -5,11 +5,12 @@
 #
 #   bench/s3.sh [--runs K] [--mb N] [--rate R] [--total T] [--build DIR]
 #
-#   pack-s3      shardtool pack imagenet SRC -o s3://bench/p/in-%06d.tar:
-#                time to a complete dataset in the bucket (manifest last)
+#   pack-s3      shardtool pack imagenet SRC -o s3://bench/p/in-%06d.tar,
+#                then shardtool verify of the bucket's manifest: time to a
+#                complete, verified dataset in the bucket
 #   pack-boto3   shardtool pack to local disk, then boto3 upload_file of
 #                every shard and the manifest (its transfer manager,
-#                max_concurrency 16)
+#                max_concurrency 16), then the same verify
 #   io-sl        shardload bench s3://bench/p/in.json --no-decode
 #                --io-streams 4 --parts 4 --remainder keep (I/O only)
 #   io-boto3     boto3 download_fileobj of every shard into a null sink,
@@ -44,7 +45,8 @@ st=$build/shardtool/shardtool sl=$build/loader/shardload
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 P=$(port)
-INITIAL_NO_AUTH_ACTION_COUNT=3 moto_server -H 127.0.0.1 -p "$P" >"$W/moto.log" 2>&1 &
+INITIAL_NO_AUTH_ACTION_COUNT=3 python3 "$top/tests/py/moto_server.py" \
+    -H 127.0.0.1 -p "$P" >"$W/moto.log" 2>&1 &
 pids+=($!)
 # A connect, not a request: moto counts requests against the three
 # unchecked ones.
@@ -91,8 +93,9 @@ t() {
 declare -A R
 for ((r = 1; r <= runs; r++)); do
 	# pack: straight into the bucket, or local and then boto3
-	R[pack-s3]+=" $(AWS_ENDPOINT_URL_S3=$LINK t "$st" pack imagenet "$W/src" \
-	    -o "s3://bench/p$r/in-%06d.tar" --max-size 25M -q)"
+	R[pack-s3]+=" $(AWS_ENDPOINT_URL_S3=$LINK t bash -c "
+	    '$st' pack imagenet '$W/src' -o 's3://bench/p$r/in-%06d.tar' \
+	    --max-size 25M -q && '$st' verify -q 's3://bench/p$r/in.json'")"
 	rm -rf "$W/local"
 	R[pack-boto3]+=" $(AWS_ENDPOINT_URL_S3=$LINK t bash -c "
 	    '$st' pack imagenet '$W/src' -o '$W/local/in-%06d.tar' --max-size 25M -q &&
@@ -104,7 +107,8 @@ s3 = boto3.client('s3')
 cfg = TransferConfig(max_concurrency=16)
 for n in sorted(os.listdir(d)):
     s3.upload_file(os.path.join(d, n), 'bench', pre + '/' + n, Config=cfg)
-EOF")"
+EOF
+	    '$st' verify -q 's3://bench/b$r/in.json'")"
 	bytes=$(du -cb "$W"/local/*.tar | tail -n 1 | cut -f1)
 	keys=$(cd "$W/local" && ls *.tar)
 	R[io-sl]+=" $(AWS_ENDPOINT_URL_S3=$LINK t "$sl" bench "s3://bench/p$r/in.json" \
