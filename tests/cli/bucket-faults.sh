@@ -90,29 +90,27 @@ faults=(--ttfb 2 --conn-rate 0 --total-rate 0 --seed 7 --fault-rate 0.2
 sl ref keys "$T/l/in.json" "${opts[@]}" --workers 2
 st s3in pack imagenet "$T/i" -o "s3://data/in/in-%06d.tar" --max-count 10
 
-say "a full epoch from gs:// through the faults: local disk's keys and pixels"
-proxy_start "$GCS_PORT" "${faults[@]}"
-STORAGE_EMULATOR_HOST=$PROXY_URL sl gf keys "gs://data/in/in.json" \
-    "${opts[@]}" --workers 2 --io-streams 2
-cmp -s "$T/ref.out" "$T/gf.out" || {
-	diff "$T/ref.out" "$T/gf.out" | head -5 >&2
-	fail "a faulty link changed what the loader read from gs://"
+# faulty_epoch SCHEME PORT VAR: a full epoch of SCHEME://data/in/in.json
+# with the endpoint variable VAR on the faulty proxy in front of PORT.
+faulty_epoch() {
+	local scheme=$1 n
+	say "a full epoch from $scheme:// through the faults: local disk's keys and pixels"
+	proxy_start "$2" "${faults[@]}"
+	(
+		export "$3=$PROXY_URL"
+		sl "$scheme" keys "$scheme://data/in/in.json" "${opts[@]}" \
+		    --workers 2 --io-streams 2
+	)
+	cmp -s "$T/ref.out" "$T/$scheme.out" || {
+		diff "$T/ref.out" "$T/$scheme.out" | head -5 >&2
+		fail "a faulty link changed what the loader read from $scheme://"
+	}
+	n=$(faults_seen 503 429 reset short stall)
+	[ "$n" -ge 5 ] || fail "the proxy injected only $n faults ($scheme)"
+	echo "$scheme read faults met: $n"
 }
-n=$(faults_seen 503 429 reset short stall)
-[ "$n" -ge 5 ] || fail "the proxy injected only $n faults (gs)"
-echo "gs read faults met: $n"
-
-say "a full epoch from s3:// through the faults: local disk's keys and pixels"
-proxy_start "$S3_PORT" "${faults[@]}"
-AWS_ENDPOINT_URL_S3=$PROXY_URL sl sf keys "s3://data/in/in.json" \
-    "${opts[@]}" --workers 2 --io-streams 2
-cmp -s "$T/ref.out" "$T/sf.out" || {
-	diff "$T/ref.out" "$T/sf.out" | head -5 >&2
-	fail "a faulty link changed what the loader read from s3://"
-}
-n=$(faults_seen 503 429 reset short stall)
-[ "$n" -ge 5 ] || fail "the proxy injected only $n faults (s3)"
-echo "s3 read faults met: $n"
+faulty_epoch gs "$GCS_PORT" STORAGE_EMULATOR_HOST
+faulty_epoch s3 "$S3_PORT" AWS_ENDPOINT_URL_S3
 
 say "no secret in any output"
 for f in "$T"/*.out "$T"/*.err "$T"/*.log; do
