@@ -125,10 +125,10 @@ s3_headers(void *ctx, const char *method, const char *url,
 	}
 	memcpy(host, a, hl);
 	host[hl] = '\0';
-	if (*p == '/' || *p == '\0')
+	if (*p == '/')
 		snprintf(path, sizeof path, "%.*s", (int)((q ? q : p +
-		    strlen(p)) - p), *p ? p : "/");
-	if (path[0] == '\0')
+		    strlen(p)) - p), p);
+	else
 		strcpy(path, "/");
 	now = time(NULL);
 	gmtime_r(&now, &tm);

@@ -330,6 +330,14 @@ sk_url_parse(const char *text, struct sk_url *u, struct sk_error *err)
 		if (slash == rest)
 			rc = sk_error_set(err, SK_EINVAL, "%s: no bucket",
 			    text);
+		else if (slash - rest > 222 || strspn(rest, "abcdefghijklmn"
+		    "opqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") <
+		    (size_t)(slash - rest))
+			/* It becomes a host name or a path segment: nothing
+			 * that could move the request elsewhere. */
+			rc = sk_error_set(err, SK_EINVAL, "%.*s: not a bucket "
+			    "name (letters, digits, '.', '-' and '_')",
+			    (int)(slash - text), text);
 		else {
 			u->host = strndup(rest, (size_t)(slash - rest));
 			u->path = strdup(*slash ? slash + 1 : "");

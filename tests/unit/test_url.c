@@ -245,7 +245,12 @@ TEST(url_parse_bad)
 {
 	static const char *bad[] = {
 		"gs://", "s3://", "http://", "https://", "ftp://x",
-		"http://h:99999/p", "http://h:port/p", ""
+		"http://h:99999/p", "http://h:port/p", "",
+		/* A bucket becomes a host name: nothing that moves the
+		 * request (and its signature) to another host. */
+		"s3://evil.example#/x.tar", "s3://evil.example?/x.tar",
+		"gs://user@evil.example/x", "s3://evil.example:443/x",
+		"gs://b%2Fc/x", "s3://b c/x"
 	};
 	struct sk_url u;
 	struct sk_error err;
