@@ -97,6 +97,7 @@ struct uploader {
 	char err[SK_ERRMSG_MAX];
 	uint64_t done, bytes;
 	char *stage;			/* the local staging folder */
+	unsigned long long nstaged;	/* names given out in it */
 };
 
 /* The staging folder goes with the process, even when it dies. */
@@ -112,7 +113,8 @@ stage_cleanup(void)
 	if (stage_dir == NULL || (dir = opendir(stage_dir)) == NULL)
 		return;
 	while ((d = readdir(dir)) != NULL) {
-		if (d->d_name[0] == '.')
+		/* Not just '.': a half-written file is ".NAME.xxxx.part". */
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
 			continue;
 		snprintf(cmd_path, sizeof cmd_path, "%s/%s", stage_dir,
 		    d->d_name);
@@ -186,15 +188,16 @@ uploader_start(void)
 	return u;
 }
 
-/* Where the object at url is written before it goes up. */
+/* Where the object at url is written before it goes up: a name of its
+ * own, as two shards may share a base name ('-o s3://b/%03d/data.tar'). */
 static char *
-stage_path(const struct uploader *u, const char *url)
+stage_path(struct uploader *u, const char *url)
 {
 	const char *base = strrchr(url, '/');
-	size_t n = strlen(u->stage) + strlen(base) + 1;
+	size_t n = strlen(u->stage) + strlen(base) + 24;
 	char *s = xmalloc(n);
 
-	snprintf(s, n, "%s%s", u->stage, base);
+	snprintf(s, n, "%s/%llu-%s", u->stage, ++u->nstaged, base + 1);
 	return s;
 }
 
@@ -448,6 +451,10 @@ parse_pattern(struct engine *e)
 	if (*q != 'd' || e->width > 12)
 		usage_error("-o %s: the shard number must be %%d or "
 		    "%%0Nd", p);
+	/* One folder holds the shards and their manifest. */
+	if (strchr(q, '/') != NULL)
+		usage_error("-o %s: the shard number goes in the file name, "
+		    "not a folder, as in 'out/name-%%06d.tar'", p);
 	prefix = xmalloc((size_t)(pct - p) + 1);
 	memcpy(prefix, p, (size_t)(pct - p));
 	prefix[pct - p] = '\0';

@@ -214,6 +214,8 @@ st_rc 2 flag-pattern pack cifar10 "$T/c" -o "$T/out/x.tar"
 is_usage_error flag-pattern
 st_rc 2 flag-pattern2 pack cifar10 "$T/c" -o "$T/out/x-%d-%d.tar"
 is_usage_error flag-pattern2
+st_rc 2 flag-pattern3 pack cifar10 "$T/c" -o "$T/out/%03d/data.tar"
+has flag-pattern3.err "goes in the file name, not a folder"
 st_rc 2 flag-noout pack cifar10 "$T/c"
 is_usage_error flag-noout
 st_rc 2 flag-kind pack mnist "$T/c" -o "$T/out/x-%06d.tar"
