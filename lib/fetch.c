@@ -933,8 +933,16 @@ start_attempt(struct part *p)
 	/* An https source is never sent on over plain http. */
 	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
 	    strncmp(url, "https:", 6) == 0 ? "https" : "http,https");
-	/* A request is judged by its caller, a redirect included. */
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, p->req == NULL ? 1L : 0L);
+	/*
+	 * A request is judged by its caller, a redirect included. A signed
+	 * stream follows none: its headers (a session token among them)
+	 * would go with it to whatever host the answer names. Its path is
+	 * sent as signed, "." and ".." segments and all.
+	 */
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, p->req == NULL &&
+	    s->auth.headers == NULL ? 1L : 0L);
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, s->auth.headers != NULL ?
+	    1L : 0L);
 	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
