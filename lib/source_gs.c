@@ -117,7 +117,7 @@ fetch_token(char **token, long *lifetime, struct sk_error *err)
 	struct sk__req r;
 	char *key = NULL, *jwt = NULL, *uri = NULL, *body = NULL;
 	size_t klen = 0;
-	int rc;
+	int rc, tries;
 
 	memset(&r, 0, sizeof r);
 	if (gcs.mode == M_KEY) {
@@ -132,6 +132,8 @@ fetch_token(char **token, long *lifetime, struct sk_error *err)
 			return rc;
 		body = sk__asprintf("grant_type=urn%%3Aietf%%3Aparams%%3A"
 		    "oauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s", jwt);
+		/* It buys tokens for an hour. */
+		OPENSSL_cleanse(jwt, strlen(jwt));
 		free(jwt);
 		if (body == NULL) {
 			free(uri);
@@ -151,22 +153,40 @@ fetch_token(char **token, long *lifetime, struct sk_error *err)
 		r.no_retry = getenv("GCE_METADATA_HOST") == NULL;
 	}
 	r.max = SMALL_MAX;
-	rc = sk__fetch_request(&r, err);
+	/* Without retries, a metadata server that does answer still gets
+	 * three tries a second apart: one reset must not cost the process
+	 * its credentials. A name that does not resolve is off Google
+	 * Cloud. */
+	for (tries = 1;; tries++) {
+		rc = sk__fetch_request(&r, err);
+		if (rc != SK_ENETWORK || !r.no_retry || tries == 3 ||
+		    strstr(err->msg, "resolve") != NULL)
+			break;
+		sk__req_free(&r);
+		sleep(1);
+	}
 	if (body != NULL) {
 		OPENSSL_cleanse(body, strlen(body));
 		free(body);
 	}
 	if (rc == 0) {
+		/* An error body is {"error": ...}: oauth_parse says so. */
 		rc = sk__oauth_parse(r.resp, r.resp_len, r.url, token,
 		    lifetime, err);
-		/* An error body is {"error": ...}: oauth_parse says so. */
 		if (rc == 0 && r.status != 200) {
 			free(*token);
 			*token = NULL;
 			rc = sk_error_set(err, SK_EACCES, "%s: HTTP %ld", r.url,
 			    r.status);
-		}
+		} else if (rc == SK_EFORMAT && r.status != 200)
+			/* A 404 page from a VM with no service account, say:
+			 * the status is what tells. */
+			rc = sk_error_set(err, SK_EACCES, "%s: HTTP %ld%s", r.url,
+			    r.status, r.status == 404 && gcs.mode == M_METADATA ?
+			    " (no service account on this machine?)" : "");
 	}
+	if (r.resp != NULL)
+		OPENSSL_cleanse(r.resp, r.resp_len);
 	sk__req_free(&r);
 	free(uri);
 	return rc;
@@ -438,7 +458,9 @@ gcs_explain(void *ctx, long status, const char *body, size_t len,
 		return SK_ECHANGED;
 	}
 	if (status == 404) {
-		int bucket = strcasestr(m, "bucket") != NULL;
+		/* "No such object: my-bucket/x.tar" is about an object. */
+		int bucket = strncasecmp(m, "No such object", 14) != 0 &&
+		    strcasestr(m, "bucket") != NULL;
 
 		snprintf(msg, n, "%s: HTTP 404: no such %s%s%s", display,
 		    bucket ? "bucket" : "object", m[0] ? " (" : "", m[0] ?
@@ -457,7 +479,7 @@ gcs_explain(void *ctx, long status, const char *body, size_t len,
 		snprintf(msg, n, "%s: HTTP 403%s%s: access denied to the "
 		    "credentials from %s: check that they hold "
 		    "storage.objects.get and .list on the bucket (pack: "
-		    "storage.objects.create)%s%s", display, r[0] ? " " : "", r,
+		    ".create and .delete)%s%s", display, r[0] ? " " : "", r,
 		    gcs.source, m[0] ? ": " : "", m);
 		return SK_EACCES;
 	}
@@ -715,9 +737,16 @@ upload_status(struct sk__req *r, uint64_t size, uint64_t *have, int *done,
 		*have = 0;
 		return 0;
 	}
-	if (sscanf(v, "bytes=%llu-%llu", &a, &b) != 2 || a != 0 || b >= size)
+	if (sscanf(v, "bytes=%llu-%llu", &a, &b) != 2 || a != 0 || b >= size) {
+		char *c;
+
+		/* A server's bytes reach a terminal: printable ones only. */
+		for (c = v; *c != '\0'; c++)
+			if (*c < 0x20 || *c > 0x7e)
+				*c = '?';
 		return sk_error_set(err, SK_EIO, "%s: the server holds a range "
 		    "this upload never sent (%s)", display, v);
+	}
 	*have = b + 1;
 	return 0;
 }
@@ -748,7 +777,7 @@ gs_put_resumable(const char *start, const char *display,
 	struct sk__req r;
 	char loc[4096], range[128], *hdrs[3] = { range, NULL, NULL };
 	uint64_t have = 0, chunk, n, progress_at = 0;
-	int rc, done = 0, fails = 0;
+	int rc, done = 0, fails = 0, stuck = 0;
 
 	sk_fetch_get_config(&cfg);
 	chunk = chunk_size();
@@ -820,7 +849,12 @@ gs_put_resumable(const char *start, const char *display,
 		if (have > progress_at) {
 			progress_at = have;
 			fails = 0;
-		}
+			stuck = 0;
+		} else if (!done && ++stuck > cfg.attempts)
+			return sk_error_set(err, SK_EIO, "%s: the server "
+			    "took none of the upload's next %d chunks; it "
+			    "holds %" PRIu64 " of %" PRIu64 " bytes", display,
+			    stuck, have, size);
 	}
 	return 0;
 }
