@@ -317,6 +317,9 @@ sk_object_put_file(const char *url, const char *path, struct sk_error *err)
 	return rc;
 }
 
+/* What one folder of a bucket may list: a million shards. */
+#define LIST_NAMES_MAX	1000000
+
 int
 sk__list_page(void)
 {
@@ -326,6 +329,20 @@ sk__list_page(void)
 	if (v == NULL || (n = strtol(v, NULL, 10)) < 1 || n > 1000)
 		return 1000;
 	return (int)n;
+}
+
+int
+sk__list_check(const char *url, int page, const struct sk_strlist *out,
+    size_t before, size_t start, struct sk_error *err)
+{
+	if (out->n - before > (size_t)sk__list_page())
+		return sk_error_set(err, SK_EFORMAT, "%s: page %d of the "
+		    "listing holds %zu names, more than the %d asked for",
+		    url, page, out->n - before, sk__list_page());
+	if (out->n - start > LIST_NAMES_MAX)
+		return sk_error_set(err, SK_ETOOBIG, "%s: more than %d names "
+		    "in one folder", url, LIST_NAMES_MAX);
+	return 0;
 }
 
 /* Tar shards by name, as pack writes them and webdataset reads them. */

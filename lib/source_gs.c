@@ -661,7 +661,7 @@ gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 {
 	struct sk__req r;
 	char *prefix = NULL, *tok = NULL, *next = NULL, *q = NULL;
-	size_t n = strlen(url);
+	size_t n = strlen(url), start = out->n, before = out->n;
 	int rc, pages;
 
 	if (n == 0 || url[n - 1] != '/')
@@ -686,6 +686,10 @@ gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->host, u->path,
 		    url, out, &next, err);
 		sk__req_free(&r);
+		if (rc == 0)
+			rc = sk__list_check(url, pages + 1, out, before, start,
+			    err);
+		before = out->n;
 		if (rc != 0 || next == NULL)
 			break;
 		/* A server that repeats itself would list forever. */

@@ -78,7 +78,9 @@ s3_url(const char *bucket, const char *key, const char *query)
 	if ((k = sk__uri_escape(key, 1)) == NULL)
 		return NULL;
 	host = strstr(ep, "://") + 3;
-	if (s3.c.path_style)
+	/* "my.data" under *.s3.amazonaws.com fails TLS: path style, as the
+	 * AWS SDKs do for such names. */
+	if (s3.c.path_style || strchr(bucket, '.') != NULL)
 		out = sk__asprintf("%s/%s/%s%s%s", ep, bucket, k,
 		    query ? "?" : "", query ? query : "");
 	else
@@ -523,7 +525,7 @@ s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 	struct sk__req r;
 	char *prefix = NULL, *tok = NULL, *query = NULL, prev[XML_TEXT_MAX];
 	char token[XML_TEXT_MAX];
-	size_t n = strlen(url);
+	size_t n = strlen(url), start = out->n, before = out->n;
 	int rc = 0, pages, truncated;
 
 	if (n == 0 || url[n - 1] != '/')
@@ -554,6 +556,10 @@ s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 			break;
 		}
 		sk__req_free(&r);
+		if ((rc = sk__list_check(url, pages + 1, out, before, start,
+		    err)) != 0)
+			break;
+		before = out->n;
 		if (!truncated)
 			break;
 		/* A server that repeats itself would list forever. */

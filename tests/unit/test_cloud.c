@@ -11,6 +11,7 @@
 
 #include "harness.h"
 #include "cloud.h"
+#include "internal.h"
 
 #define AKID	"AKIAIOSFODNN7EXAMPLE"
 #define SECRET	"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -276,4 +277,25 @@ TEST(s3_list_page)
 	CHECK_EQ_INT(sk__s3_parse_error(page, strlen(page), &e), 0);
 	CHECK_EQ_STR(e.code, "No??Such");	/* UTF-8, two bytes */
 	CHECK_EQ_STR(e.message, "m");
+}
+
+/* A server that ignores the page size it was asked for is refused. */
+TEST(list_page_size_is_checked)
+{
+	struct sk_strlist l = { 0 };
+	struct sk_error err = { 0 };
+	int i;
+
+	setenv("SK_LIST_PAGE", "2", 1);
+	for (i = 0; i < 2; i++)
+		CHECK_EQ_INT(sk_strlist_push(&l, "gs://b/d/x.tar"), 0);
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 1, &l, 0, 0, &err), 0);
+	CHECK_EQ_INT(sk_strlist_push(&l, "gs://b/d/y.tar"), 0);
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, &l, 0, 0, &err),
+	    SK_EFORMAT);
+	CHECK_CONTAINS(err.msg, "page 2 of the listing holds 3 names, more "
+	    "than the 2 asked for");
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, &l, 1, 0, &err), 0);
+	unsetenv("SK_LIST_PAGE");
+	sk_strlist_free(&l);
 }
