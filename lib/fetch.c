@@ -456,6 +456,17 @@ pool_put(uint8_t *buf, size_t cap)
 	free(buf);
 }
 
+/* A request's headers hold a token or a signature: wiped, then freed. */
+static void
+hdrs_free(struct curl_slist *l)
+{
+	struct curl_slist *h;
+
+	for (h = l; h != NULL; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
+	curl_slist_free_all(l);
+}
+
 static void
 part_free(struct part *p)
 {
@@ -463,7 +474,7 @@ part_free(struct part *p)
 		return;
 	if (p->easy != NULL)
 		curl_easy_cleanup(p->easy);
-	curl_slist_free_all(p->hdrs);
+	hdrs_free(p->hdrs);
 	free(p->rhdrs);
 	if (p->whole)
 		free(p->buf);	/* grown by realloc: not the pool's */
@@ -902,7 +913,7 @@ start_attempt(struct part *p)
 	e = p->easy;
 	if (e == NULL)
 		return fail_part(p, SK_ENOMEM, "out of memory"), -1;
-	curl_slist_free_all(p->hdrs);
+	hdrs_free(p->hdrs);
 	p->hdrs = NULL;
 	p->status = 0;
 	p->checked = 0;
