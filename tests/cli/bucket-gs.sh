@@ -6,7 +6,8 @@
 # pattern and a folder listed over several pages; shardtool ls, verify, cat
 # and index read it; an object replaced while it is read (same size, other
 # bytes) is caught by its generation; missing objects and buckets fail
-# clearly. tests/py/gcs_server.py gives the emulator listing pages and
+# clearly; shardtrain trains on the bucket as on disk.
+# tests/py/gcs_server.py gives the emulator listing pages and
 # generation checks.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
@@ -67,6 +68,8 @@ hasnt lsd.out "sub/"
 pages=$(grep -c 'GET /storage/v1/b/data/o?.*pageToken=' "$T/gcs.log" || true)
 [ $((pages - pages0)) -ge 3 ] ||
     fail "ls read $((pages - pages0)) listing pages after the first, want 3"
+
+train_like_disk tr "$T/l/in.json" "gs://data/in/in.json"
 
 say "shardtool ls, verify, cat and index give what they give on disk"
 st lsl ls "$T/l/in-000001.tar"

@@ -5,7 +5,8 @@
 # bucket as it reads local disk (the same keys and pixel hashes) from a
 # manifest, a pattern and a folder listed over several pages; shardtool
 # ls, verify, cat and index read it; a wrong secret, a missing key, bucket
-# or object fail clearly; no secret reaches any output.
+# or object fail clearly; shardtrain trains on the bucket as on disk; no
+# secret reaches any output.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/http-lib.sh"
@@ -58,6 +59,8 @@ cmp -s "$T/ref.out" "$T/sd.out" || fail "s3 folder differs from disk"
 SK_LIST_PAGE=2 st lsd ls "s3://data/in/"
 for i in 0 1 2 3 4; do has lsd.out "s3://data/in/in-00000$i.tar:"; done
 hasnt lsd.out "sub/"
+
+train_like_disk tr "$T/new/dir/in.json" "s3://data/in/in.json"
 
 say "shardtool ls, verify, cat and index give what they give on disk"
 st lsl ls "$T/new/dir/in-000001.tar"

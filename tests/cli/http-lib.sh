@@ -137,3 +137,29 @@ proxy_start() {
 	esac
 	PROXY_URL="http://127.0.0.1:${line#port }"
 }
+
+# train_like_disk NAME MANIFEST URL: shardtrain on URL trains on what it
+# trains on from the local MANIFEST (the same losses, bit for bit), and its
+# --json counts URL's requests and none for local disk. A build without
+# shardtrain (CI's TSan run) skips this check.
+train_like_disk() {
+	local name=$1 local=$2 url=$3 topts
+	[ -n "${SHARDTRAIN:-}" ] || return 0
+	say "shardtrain --data $url: the losses of local disk, and the counters"
+	topts=(--model vit-ti4 --dim 16 --depth 1 --heads 1 --mlp 16
+	    --image-size 16 --batch 8 --steps 4 --seed 3 --threads 1
+	    --ceiling-steps 0 --part-size 64K)
+	run_rc 0 "$name-l" "$SHARDTRAIN" "${topts[@]}" --data "$local" \
+	    --json "$T/$name-l.json"
+	run_rc 0 "$name-r" "$SHARDTRAIN" "${topts[@]}" --data "$url" \
+	    --json "$T/$name-r.json"
+	[ "$(jget "$T/$name-l.json" result.last_loss)" = \
+	    "$(jget "$T/$name-r.json" result.last_loss)" ] ||
+	    fail "shardtrain on $url trained on other data than local disk"
+	[ "$(jget "$T/$name-r.json" result.remote.requests)" -gt 0 ] ||
+	    fail "shardtrain --json counted no request to $url"
+	[ "$(jget "$T/$name-l.json" result.remote.requests)" -eq 0 ] ||
+	    fail "shardtrain --json counted remote requests on local disk"
+	[ "$(jget "$T/$name-r.json" config.source)" = "$url" ] ||
+	    fail "config.source is not $url"
+}

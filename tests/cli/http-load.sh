@@ -141,24 +141,4 @@ t1=$(date +%s)
 has gone2.err "gave up after"
 [ $((t1 - t0)) -le 8 ] || fail "verify took $((t1 - t0)) s to give up"
 
-# shardtrain reads the same batches over http: the same losses, bit for
-# bit, and its --json carries the remote counters. (The TSan run of CI
-# builds no shardtrain.)
-if [ -n "${SHARDTRAIN:-}" ]; then
-	say "shardtrain over http: the losses of local disk, and the counters"
-	topts=(--model vit-ti4 --dim 16 --depth 1 --heads 1 --mlp 16
-	    --image-size 16 --batch 8 --steps 4 --seed 3 --threads 1
-	    --ceiling-steps 0 --part-size 64K)
-	run_rc 0 trl "$SHARDTRAIN" "${topts[@]}" --data "$M" --json "$T/trl.json"
-	run_rc 0 trh "$SHARDTRAIN" "${topts[@]}" --data "$U/in.json" \
-	    --json "$T/trh.json"
-	[ "$(jget "$T/trl.json" result.last_loss)" = \
-	    "$(jget "$T/trh.json" result.last_loss)" ] ||
-	    fail "shardtrain over http trained on other data than local disk"
-	[ "$(jget "$T/trh.json" result.remote.requests)" -gt 0 ] ||
-	    fail "shardtrain --json counted no remote request"
-	[ "$(jget "$T/trl.json" result.remote.requests)" -eq 0 ] ||
-	    fail "shardtrain --json counted remote requests on local disk"
-	[ "$(jget "$T/trh.json" config.source)" = "$U/in.json" ] ||
-	    fail "config.source is not the URL"
-fi
+train_like_disk trh "$M" "$U/in.json"
