@@ -13,17 +13,24 @@
 #                max_concurrency 16), then the same verify
 #   io-sl        shardload bench s3://bench/p/in.json --no-decode
 #                --io-streams 4 --parts 4 --remainder keep (I/O only)
+#   io-sl-direct the same straight to moto, no link: the server's ceiling
 #   io-boto3     boto3 download_fileobj of every shard into a null sink,
 #                the objects 4 at a time, its default TransferConfig
 #   io-boto3-16  the same, TransferConfig(max_concurrency=16,
 #                multipart_chunksize=8 MiB)
 #   io-s3tc      s3torchconnector S3IterableDataset.from_objects over the
-#                same URIs, each object read to its end
+#                same URIs, each object read to its end, in one process
+#   io-s3tc-4    the same through torch's DataLoader with 4 workers
+#                (enable_sharding=True, each worker reads its own objects),
+#                as a training job reads it
 #
 # The link: tests/proxy/linkproxy with --ttfb 30, --conn-rate R (default
 # 20M) and --total-rate T (default 100M), below what moto serves on
-# loopback here, so the link is the bottleneck. MB/s = object bytes / wall
-# seconds (start-up included), medians of K runs (default 3).
+# loopback here (io-sl-direct shows how far), so the link is the
+# bottleneck. MB/s = shard bytes / seconds, medians of K runs (default 3):
+# wall seconds with start-up for shardtool and shardload; a Python peer
+# times itself from after its imports (torch's start-up is not charged to
+# it) and must have read every shard's bytes.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build runs=3 mb=200 rate=20M total=100M
@@ -89,6 +96,18 @@ t() {
 		echo "failed: $*" >>"$W/err.log"
 	fi
 }
+# Seconds a Python peer timed itself from after its imports (the
+# interpreter's and torch's start-up are not charged to it); its last line
+# of output is "BYTES SECONDS", and BYTES must be every shard's.
+tpy() {
+	local out
+	if out=$("$@" 2>>"$W/err.log" | tail -n 1) &&
+	    [ "${out% *}" = "$bytes" ]; then
+		echo "${out#* }"
+	else
+		echo "failed or short ($out, want $bytes bytes): $*" >>"$W/err.log"
+	fi
+}
 
 declare -A R
 for ((r = 1; r <= runs; r++)); do
@@ -113,13 +132,17 @@ EOF
 	keys=$(cd "$W/local" && ls *.tar)
 	R[io-sl]+=" $(AWS_ENDPOINT_URL_S3=$LINK t "$sl" bench "s3://bench/p$r/in.json" \
 	    --no-decode --io-streams 4 --parts 4 --remainder keep -q)"
+	# moto alone, no link: what the server can give, above the link's cap
+	R[io-sl-direct]+=" $(t "$sl" bench "s3://bench/p$r/in.json" \
+	    --no-decode --io-streams 4 --parts 4 --remainder keep -q)"
 	for cfg in default tuned; do
 		k=io-boto3; [ "$cfg" = default ] || k=io-boto3-tuned
-		R[$k]+=" $(AWS_ENDPOINT_URL_S3=$LINK t python3 - "$cfg" p$r $keys <<'EOF'
-import boto3, sys
+		R[$k]+=" $(AWS_ENDPOINT_URL_S3=$LINK tpy python3 - "$cfg" p$r $keys <<'EOF'
+import boto3, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from boto3.s3.transfer import TransferConfig
 cfg, pre, keys = sys.argv[1], sys.argv[2], sys.argv[3:]
+t0 = time.monotonic()
 tc = TransferConfig() if cfg == "default" else TransferConfig(
     max_concurrency=16, multipart_chunksize=8 << 20)
 s3 = boto3.client("s3")
@@ -129,28 +152,37 @@ class Null:
 def one(k):
     f = Null(); s3.download_fileobj("bench", pre + "/" + k, f, Config=tc); return f.n
 with ThreadPoolExecutor(4) as ex:
-    print(sum(ex.map(one, keys)))
+    n = sum(ex.map(one, keys))
+print(n, "%.3f" % (time.monotonic() - t0))
 EOF
 )"
 	done
-	R[io-s3tc]+=" $(AWS_ENDPOINT_URL_S3=$LINK t python3 - p$r $keys <<'EOF'
-import os, sys
+	for w in 0 4; do
+		k=io-s3tc; [ "$w" = 0 ] || k=io-s3tc-$w
+		R[$k]+=" $(AWS_ENDPOINT_URL_S3=$LINK tpy python3 - "$w" p$r $keys <<'EOF'
+import os, sys, time
 from s3torchconnector import S3IterableDataset, S3ClientConfig
-pre, keys = sys.argv[1], sys.argv[2:]
+from torch.utils.data import DataLoader
+workers, pre, keys = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+t0 = time.monotonic()
+def size(obj):
+    return len(obj.read())
 ds = S3IterableDataset.from_objects(
     ["s3://bench/%s/%s" % (pre, k) for k in keys], region="us-east-1",
-    endpoint=os.environ["AWS_ENDPOINT_URL_S3"],
-    s3client_config=S3ClientConfig(force_path_style=True))
-n = 0
-for obj in ds:
-    n += len(obj.read())
-print(n)
+    endpoint=os.environ["AWS_ENDPOINT_URL_S3"], transform=size,
+    s3client_config=S3ClientConfig(force_path_style=True),
+    enable_sharding=workers > 0)
+if workers:
+    ds = DataLoader(ds, batch_size=None, num_workers=workers)
+n = sum(int(n) for n in ds)
+print(n, "%.3f" % (time.monotonic() - t0))
 EOF
 )"
+	done
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "bench/s3.sh $(date -u +%F) runs=$runs link: ttfb 30 ms, $rate/conn, $total total; data $((bytes / 1000000)) MB"
-for k in pack-s3 pack-boto3 io-sl io-boto3 io-boto3-tuned io-s3tc; do
+for k in pack-s3 pack-boto3 io-sl-direct io-sl io-boto3 io-boto3-tuned io-s3tc io-s3tc-4; do
 	s=$(echo "${R[$k]:-}" | med)
 	[ -n "$s" ] || { echo "$k: failed (see $W/err.log)"; continue; }
 	printf '%-15s median %6.2f s  %7.1f MB/s  runs:%s\n' "$k" "$s" \
