@@ -106,6 +106,9 @@ struct sk__stream {
 	int parts;		/* in flight at most */
 	uint64_t part_size;
 	size_t whole_max;
+	int learn;		/* opened pinned with no ETag: the first
+				 * response's ETag and Last-Modified become
+				 * the version */
 };
 
 struct engine {
@@ -683,6 +686,16 @@ check_response(struct part *p)
 		    "are read in ranged parts", s->display, want);
 	} else
 		t = p->clength >= 0 ? (uint64_t)p->clength : UINT64_MAX;
+	if (s->learn) {
+		/* Opened at a size a listing gave, with no version: the
+		 * first response names it for every later one. */
+		snprintf(s->etag, sizeof s->etag, "%s", p->etag);
+		snprintf(s->lastmod, sizeof s->lastmod, "%s", p->lastmod);
+		if (s->version[0] == '\0')
+			snprintf(s->version, sizeof s->version, "%s",
+			    p->version);
+		s->learn = 0;
+	}
 	if (!s->meta) {
 		if (t == UINT64_MAX && !p->whole)
 			return fail_part(p, SK_EIO, "%s: the server gives no "
@@ -1556,11 +1569,16 @@ static struct sk__stream *
 stream_new(const char *url, const char *display)
 {
 	struct sk__stream *s;
+	pthread_condattr_t ca;
 
 	if ((s = calloc(1, sizeof *s)) == NULL)
 		return NULL;
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	/* Range waits have a deadline on the monotonic clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	s->url = strdup(url);
 	s->display = display != NULL ? strdup(display) : sk_url_redact(url);
 	if (s->url == NULL || s->display == NULL) {
@@ -1766,6 +1784,126 @@ sk__stream_close(struct sk__stream *s)
 		pthread_cond_wait(&s->cond, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	stream_free(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* pinned objects and ranges: what a cache calls                           */
+
+int
+sk__stream_pinned(struct sk__stream **out, const char *url,
+    const char *display, uint64_t size, const char *etag,
+    const struct sk__auth *auth, const char *version, struct sk_error *err)
+{
+	struct sk__stream *s;
+	int rc;
+
+	*out = NULL;
+	if ((rc = engine_get(err)) != 0)
+		return rc;
+	if ((s = stream_new(url, display)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (auth != NULL)
+		s->auth = *auth;
+	if (version != NULL)
+		snprintf(s->version, sizeof s->version, "%s", version);
+	if (etag != NULL && *etag != '\0')
+		snprintf(s->etag, sizeof s->etag, "%s", etag);
+	else
+		s->learn = 1;
+	s->size = size;
+	s->meta = 1;
+	s->ready = 1;
+	s->parts = 0;		/* no window: ranges only */
+	*out = s;
+	return 0;
+}
+
+int
+sk__range_start(struct sk__stream *s, uint64_t off, uint64_t len,
+    struct sk__range **out, struct sk_error *err)
+{
+	struct part *p;
+
+	*out = NULL;
+	if (len == 0 || off > s->size || len > s->size - off)
+		return sk_error_set(err, SK_EINVAL, "%s: bytes %" PRIu64 " to %"
+		    PRIu64 " are not in the object's %" PRIu64, s->display,
+		    off, off + len, s->size);
+	if (len > SIZE_MAX - 1)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	pthread_mutex_lock(&s->mu);
+	if ((p = part_new(s, off, len, (size_t)len)) == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	submit(s, p);
+	pthread_mutex_unlock(&s->mu);
+	*out = (struct sk__range *)p;
+	return 0;
+}
+
+int64_t
+sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
+    const void **ptr, struct sk_error *err)
+{
+	struct part *p = (struct part *)r;
+	struct sk__stream *s = p->s;
+	struct timespec ts;
+	uint64_t t0 = now_ns(), have;
+	int rc = 0;
+
+	ts.tv_sec = (time_t)(deadline / 1000000000u);
+	ts.tv_nsec = (long)(deadline % 1000000000u);
+	pthread_mutex_lock(&s->mu);
+	while (p->have <= at && p->state != P_DONE && p->state != P_FAILED) {
+		if (deadline == 0)
+			pthread_cond_wait(&s->cond, &s->mu);
+		else if (pthread_cond_timedwait(&s->cond, &s->mu, &ts) ==
+		    ETIMEDOUT && p->have <= at && p->state != P_DONE &&
+		    p->state != P_FAILED) {
+			rc = sk_error_set(err, SK_ENETWORK, "%s: bytes from %"
+			    PRIu64 ": no answer in %.1f s", s->display,
+			    p->off + at, (double)(now_ns() - t0) / 1e9);
+			break;
+		}
+	}
+	have = p->have;
+	if (rc == 0 && have <= at && p->state == P_FAILED)
+		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
+		    p->err);
+	pthread_mutex_unlock(&s->mu);
+	ADD(wait_ns, now_ns() - t0);
+	if (rc != 0)
+		return rc;
+	/* Bytes below have are written once and never move. */
+	*ptr = p->buf;
+	return have > at ? (int64_t)have : 0;
+}
+
+int
+sk__range_state(struct sk__range *r)
+{
+	struct part *p = (struct part *)r;
+	int st;
+
+	pthread_mutex_lock(&p->s->mu);
+	st = p->state == P_DONE ? 1 : p->state == P_FAILED ? -1 : 0;
+	pthread_mutex_unlock(&p->s->mu);
+	return st;
+}
+
+void
+sk__range_free(struct sk__range *r)
+{
+	struct part *p = (struct part *)r;
+	struct sk__stream *s;
+
+	if (p == NULL)
+		return;
+	s = p->s;
+	pthread_mutex_lock(&s->mu);
+	drop(s, p);
+	pthread_mutex_unlock(&s->mu);
 }
 
 int

@@ -72,6 +72,37 @@ int64_t sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
 /* Cancel what is in flight and free s once the engine let go of it. */
 void sk__stream_close(struct sk__stream *s);
 
+/*
+ * An object at the size and version a listing gave, for a cache: nothing
+ * is sent until a range is asked for, and there is no read-ahead window.
+ * etag (S3's, quotes and all) pins it by If-Match; NULL or "": the first
+ * response's ETag (or Last-Modified) does, and every later one must match
+ * it. version is the store's own (GCS: the generation=, which url must
+ * name too) or NULL. A response of another total size is SK_ECHANGED.
+ * Close it with sk__stream_close once its ranges are freed.
+ */
+int sk__stream_pinned(struct sk__stream **out, const char *url,
+    const char *display, uint64_t size, const char *etag,
+    const struct sk__auth *auth, const char *version, struct sk_error *err);
+
+/*
+ * A range of a pinned object fetched on its own, into a buffer of its own,
+ * with the retries, resumes and checks of every part. start returns at
+ * once; wait blocks until more than at bytes of it are in, it ended, or
+ * the deadline (CLOCK_MONOTONIC ns; 0: none) passed: the bytes in so far
+ * (> at) with *ptr at the range's first byte (bytes below that count never
+ * change until free), 0 when it ended with no byte past at, or < 0 with
+ * err set (the deadline: SK_ENETWORK, and the range goes on). state: 1
+ * done, 0 going, -1 failed. free cancels what is in flight.
+ */
+struct sk__range;
+int sk__range_start(struct sk__stream *s, uint64_t off, uint64_t len,
+    struct sk__range **out, struct sk_error *err);
+int64_t sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
+    const void **ptr, struct sk_error *err);
+int sk__range_state(struct sk__range *r);
+void sk__range_free(struct sk__range *r);
+
 /* Content-Range "bytes A-B/T" (RFC 9110 14.4): 0 and A <= B, T (or
  * UINT64_MAX for "*"); -1 when malformed. */
 int sk__parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t);
