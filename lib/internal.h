@@ -61,6 +61,11 @@ struct sk__source_ops {
 	int64_t (*peek)(sk_source *s, const void **ptr, size_t n,
 	    uint64_t off);
 	int (*size)(sk_source *s, uint64_t *size);
+	/* Optional: open at the size and version (GCS generation, S3 ETag,
+	 * or "") a listing gave, for a cache: nothing is sent until a range
+	 * of the object is asked for (sk__source_stream). */
+	int (*open_pinned)(sk_source *s, const struct sk_url *u,
+	    uint64_t size, const char *version);
 	void (*close)(sk_source *s);
 	int (*list)(const struct sk_url *u, const char *url,
 	    struct sk_strlist *out, struct sk_error *err);
@@ -92,6 +97,17 @@ int sk__source_ready(sk_source *s);
 int64_t sk__source_read_ptr(sk_source *s, const void **ptr, void *buf,
     size_t n);
 
+/*
+ * Open a remote object at the size and version a listing gave (see
+ * open_pinned; version "" for http, whose first response then pins it).
+ * Like sk_source_open, *out holds a handle even on failure. Its ranges
+ * come from the fetch stream sk__source_stream gives (fetch.h), which
+ * lives as long as the source; free every range before closing it.
+ */
+int sk__source_open_pinned(sk_source **out, const char *url, uint64_t size,
+    const char *version);
+struct sk__stream *sk__source_stream(sk_source *s);
+
 extern const struct sk__source_ops sk__source_file_ops;
 extern const struct sk__source_ops sk__source_http_ops;
 extern const struct sk__source_ops sk__source_gs_ops;
@@ -103,6 +119,10 @@ extern const struct sk__source_ops sk__source_s3_ops;
 struct sk__auth;
 int sk__remote_start(sk_source *s, const char *url, uint64_t hint,
     const struct sk__auth *auth, const char *version);
+/* The same for open_pinned: etag pins by If-Match (NULL: the first
+ * response's), version is the store's own (GCS generation) or NULL. */
+int sk__remote_pinned(sk_source *s, const char *url, uint64_t size,
+    const char *etag, const struct sk__auth *auth, const char *version);
 int sk__remote_ready(sk_source *s);
 int64_t sk__remote_pread(sk_source *s, void *buf, size_t n, uint64_t off);
 int64_t sk__remote_peek(sk_source *s, const void **ptr, size_t n,

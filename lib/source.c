@@ -36,8 +36,16 @@ backend(enum sk_scheme scheme)
 	}
 }
 
+/* How source_open opens: at once, ahead, or pinned to a listing's
+ * size and version. */
+struct how {
+	int ahead;
+	uint64_t hint;
+	const char *version;	/* non-NULL: pinned, hint is the size */
+};
+
 static int
-source_open(sk_source **out, const char *url, int ahead, uint64_t hint)
+source_open(sk_source **out, const char *url, const struct how *how)
 {
 	struct sk_url u;
 	struct sk_error err;
@@ -60,10 +68,19 @@ source_open(sk_source **out, const char *url, int ahead, uint64_t hint)
 		rc = sk__fatal(&s->h, SK_EUNSUPPORTED,
 		    "%s: %s:// sources are not built into this shardkit", url,
 		    sk_scheme_name(u.scheme));
-	else if (s->ops->open == NULL || (ahead && s->ops->open_ahead != NULL)) {
+	else if (how->version != NULL) {
+		if (s->ops->open_pinned == NULL)
+			rc = sk__fatal(&s->h, SK_EUNSUPPORTED, "%s: %s:// "
+			    "objects cannot be opened for ranged reads", url,
+			    sk_scheme_name(u.scheme));
+		else if ((rc = s->ops->open_pinned(s, &u, how->hint,
+		    how->version)) != 0)
+			s->h.state = SK__STATE_FATAL;
+	} else if (s->ops->open == NULL || (how->ahead &&
+	    s->ops->open_ahead != NULL)) {
 		/* A remote backend opens ahead; a plain open waits for it. */
-		if ((rc = s->ops->open_ahead(s, &u, hint)) != 0 ||
-		    (!ahead && (rc = s->ops->ready(s)) != 0))
+		if ((rc = s->ops->open_ahead(s, &u, how->hint)) != 0 ||
+		    (!how->ahead && (rc = s->ops->ready(s)) != 0))
 			s->h.state = SK__STATE_FATAL;
 	} else if ((rc = s->ops->open(s, &u)) != 0)
 		s->h.state = SK__STATE_FATAL;
@@ -74,13 +91,33 @@ source_open(sk_source **out, const char *url, int ahead, uint64_t hint)
 int
 sk_source_open(sk_source **out, const char *url)
 {
-	return source_open(out, url, 0, 0);
+	const struct how how = { 0 };
+
+	return source_open(out, url, &how);
 }
 
 int
 sk__source_open_ahead(sk_source **out, const char *url, uint64_t hint)
 {
-	return source_open(out, url, 1, hint);
+	const struct how how = { .ahead = 1, .hint = hint };
+
+	return source_open(out, url, &how);
+}
+
+int
+sk__source_open_pinned(sk_source **out, const char *url, uint64_t size,
+    const char *version)
+{
+	const struct how how = { .hint = size, .version = version ?
+	    version : "" };
+
+	return source_open(out, url, &how);
+}
+
+struct sk__stream *
+sk__source_stream(sk_source *s)
+{
+	return s->ops != NULL && s->ops->open_pinned != NULL ? s->impl : NULL;
 }
 
 int

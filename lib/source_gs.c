@@ -575,6 +575,30 @@ stat_object(const char *meta, const char *display, char gen[32],
 	return rc;
 }
 
+/* The object's JSON API URL into *meta, once credentials are found. */
+static int
+object_url(sk_source *s, const struct sk_url *u, char **meta)
+{
+	struct sk_error err;
+	char *name;
+	int rc;
+
+	*meta = NULL;
+	if ((rc = gcs_creds(&err)) != 0)
+		return sk__fail(&s->h, rc, "%s: %s", s->url, err.msg);
+	if (u->path[0] == '\0')
+		return sk__fail(&s->h, SK_EINVAL, "%s: no object name (a "
+		    "folder ends in '/')", s->url);
+	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
+	    (*meta = sk__asprintf("%s/storage/v1/b/%s/o/%s", gcs.endpoint,
+	    u->host, name)) == NULL) {
+		free(name);
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	}
+	free(name);
+	return 0;
+}
+
 /*
  * The object's metadata first: every ranged read then names its
  * generation, so a replaced object is a 404 (or another generation
@@ -584,23 +608,13 @@ static int
 gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 {
 	struct sk_error err;
-	char *name, *meta = NULL, *url = NULL, gen[32];
+	char *meta = NULL, *url = NULL, gen[32];
 	uint64_t size = 0;
 	int rc;
 
 	(void)hint;
-	if ((rc = gcs_creds(&err)) != 0)
-		return sk__fail(&s->h, rc, "%s: %s", s->url, err.msg);
-	if (u->path[0] == '\0')
-		return sk__fail(&s->h, SK_EINVAL, "%s: no object name (a "
-		    "folder ends in '/')", s->url);
-	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
-	    (meta = sk__asprintf("%s/storage/v1/b/%s/o/%s", gcs.endpoint,
-	    u->host, name)) == NULL) {
-		free(name);
-		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
-	}
-	free(name);
+	if ((rc = object_url(s, u, &meta)) != 0)
+		return rc;
 	if ((rc = stat_object(meta, s->url, gen, &size, &err)) != 0) {
 		free(meta);
 		return sk__fail(&s->h, rc, "%s", err.msg);
@@ -612,6 +626,32 @@ gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 	}
 	free(meta);
 	rc = sk__remote_start(s, url, size > 0 ? size : 1, &gcs_auth, gen);
+	free(url);
+	return rc;
+}
+
+/* The listing gave the generation: no objects.get. */
+static int
+gs_open_pinned(sk_source *s, const struct sk_url *u, uint64_t size,
+    const char *version)
+{
+	char *meta, *url;
+	size_t i;
+	int rc;
+
+	for (i = 0; version[i] != '\0'; i++)
+		if (version[i] < '0' || version[i] > '9' || i >= 20)
+			break;
+	if (i == 0 || version[i] != '\0')
+		return sk__fail(&s->h, SK_EINVAL, "%s: \"%.40s\" is not a "
+		    "generation", s->url, version);
+	if ((rc = object_url(s, u, &meta)) != 0)
+		return rc;
+	url = sk__asprintf("%s?alt=media&generation=%s", meta, version);
+	free(meta);
+	if (url == NULL)
+		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
+	rc = sk__remote_pinned(s, url, size, NULL, &gcs_auth, version);
 	free(url);
 	return rc;
 }
@@ -921,6 +961,7 @@ gs_del(const struct sk_url *u, const char *url, struct sk_error *err)
 const struct sk__source_ops sk__source_gs_ops = {
 	.name = "gs",
 	.open_ahead = gs_open_ahead,
+	.open_pinned = gs_open_pinned,
 	.ready = sk__remote_ready,
 	.pread = sk__remote_pread,
 	.peek = sk__remote_peek,

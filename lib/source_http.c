@@ -30,20 +30,55 @@ sk__remote_start(sk_source *s, const char *url, uint64_t hint,
 	return 0;
 }
 
+int
+sk__remote_pinned(sk_source *s, const char *url, uint64_t size,
+    const char *etag, const struct sk__auth *auth, const char *version)
+{
+	struct sk__stream *st = NULL;
+	struct sk_error err;
+	int rc;
+
+	rc = sk__stream_pinned(&st, url, s->url, size, etag, auth, version,
+	    &err);
+	if (rc != 0)
+		return sk__fail(&s->h, rc, "%s", err.msg);
+	s->impl = st;
+	return 0;
+}
+
+/* Messages name the URL without its secrets; curl gets it whole. */
 static int
-http_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+http_open(sk_source *s, uint64_t hint, const char *pinned)
 {
 	char *url = s->url, *display;
 	int rc;
 
-	(void)u;
-	/* Messages name the URL without its secrets; curl gets it whole. */
 	if ((display = sk_url_redact(url)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
 	s->url = display;
-	rc = sk__remote_start(s, url, hint, NULL, NULL);
+	if (pinned != NULL)
+		rc = sk__remote_pinned(s, url, hint, pinned, NULL, NULL);
+	else
+		rc = sk__remote_start(s, url, hint, NULL, NULL);
 	free(url);
 	return rc;
+}
+
+static int
+http_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+{
+	(void)u;
+	return http_open(s, hint, NULL);
+}
+
+/* version is an ETag, or "": nginx lists none, so the first response's
+ * pins the object. */
+static int
+http_open_pinned(sk_source *s, const struct sk_url *u, uint64_t size,
+    const char *version)
+{
+	(void)u;
+	return http_open(s, size, version);
 }
 
 int
@@ -181,6 +216,7 @@ http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 const struct sk__source_ops sk__source_http_ops = {
 	.name = "http",
 	.open_ahead = http_open_ahead,
+	.open_pinned = http_open_pinned,
 	.ready = sk__remote_ready,
 	.pread = sk__remote_pread,
 	.peek = sk__remote_peek,

@@ -438,8 +438,10 @@ s3_request(struct sk__req *r, const char *method, const char *bucket,
 /* ------------------------------------------------------------------------ */
 /* reading                                                                  */
 
+/* pinned: the ETag a listing gave, or NULL to open ahead. */
 static int
-s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+s3_open(sk_source *s, const struct sk_url *u, uint64_t hint,
+    const char *pinned)
 {
 	struct sk_error err;
 	char *url;
@@ -452,9 +454,26 @@ s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 		    "folder ends in '/')", s->url);
 	if ((url = s3_url(u->host, u->path, NULL)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
-	rc = sk__remote_start(s, url, hint, &s3_auth, NULL);
+	if (pinned != NULL)
+		rc = sk__remote_pinned(s, url, hint, pinned, &s3_auth, NULL);
+	else
+		rc = sk__remote_start(s, url, hint, &s3_auth, NULL);
 	free(url);
 	return rc;
+}
+
+static int
+s3_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
+{
+	return s3_open(s, u, hint, NULL);
+}
+
+/* The listing's ETag pins the object by If-Match: no HEAD. */
+static int
+s3_open_pinned(sk_source *s, const struct sk_url *u, uint64_t size,
+    const char *version)
+{
+	return s3_open(s, u, size, version);
 }
 
 struct listing {
@@ -830,6 +849,7 @@ s3_del(const struct sk_url *u, const char *url, struct sk_error *err)
 const struct sk__source_ops sk__source_s3_ops = {
 	.name = "s3",
 	.open_ahead = s3_open_ahead,
+	.open_pinned = s3_open_pinned,
 	.ready = sk__remote_ready,
 	.pread = sk__remote_pread,
 	.peek = sk__remote_peek,
