@@ -389,9 +389,9 @@ all_options(const struct cli_command *cmd, int *n)
 	return v;
 }
 
-static void
-value_of(const struct cli_option *o, const char *arg, struct cli_value *v,
-    int as_short)
+void
+cli_value_of(const struct cli_option *o, const char *arg,
+    struct cli_value *v, const char *as_typed)
 {
 	char err[256];
 	int rc = 0, ci;
@@ -433,9 +433,9 @@ value_of(const struct cli_option *o, const char *arg, struct cli_value *v,
 		rc = cli_parse_list(arg, o->count, v->list, err, sizeof err);
 		break;
 	}
-	/* Named as the user wrote it: -j 0, or --workers 0. */
-	if (rc != 0 && as_short)
-		usage_error("-%c %s: %s", o->short_name, arg, err);
+	/* Named as the user wrote it: -j 0, --workers 0, -o workers=0. */
+	if (rc != 0 && as_typed != NULL)
+		usage_error("%s: %s", as_typed, err);
 	if (rc != 0)
 		usage_error("--%s %s: %s", o->name, arg, err);
 }
@@ -498,7 +498,14 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 				;
 			o = all[i];
 		}
-		value_of(o, optarg, &v, c < 256);
+		if (c < 256) {
+			char typed[256];
+
+			snprintf(typed, sizeof typed, "-%c %s", c, optarg ?
+			    optarg : "");
+			cli_value_of(o, optarg, &v, typed);
+		} else
+			cli_value_of(o, optarg, &v, NULL);
 		switch (o->id) {
 		case -1:
 			cli_quiet = 1;

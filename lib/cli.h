@@ -140,6 +140,12 @@ const struct cli_command *cli_dispatch(const char *tool, const char *about,
     const struct cli_command *const *table, const struct cli_command *dflt,
     int argc, char **argv, int *first);
 
+/* Parse arg as o's value into v, as cli_parse does; a bad value is a
+ * usage error naming it as_typed ("-o cache_mb=0"), or as "--name arg"
+ * when as_typed is NULL. */
+void cli_value_of(const struct cli_option *o, const char *arg,
+    struct cli_value *v, const char *as_typed);
+
 /* Write cmd's --help to f (cli_parse does this for --help). */
 void cli_help(FILE *f, const struct cli_command *cmd);
 
