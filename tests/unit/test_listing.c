@@ -1,0 +1,158 @@
+/*
+ * test_listing.c - folder listings with metadata: which names a folder
+ * may hold, the order and uniqueness of its entries, and the times the
+ * servers write.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+
+TEST(listing_names)
+{
+	static const char *const bad[] = { "", ".", "..", "a/b", "a/", "/" };
+	size_t i, len = 0;
+	const char *n;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECK(!sk__entry_name_ok(bad[i], strlen(bad[i])));
+	CHECK(!sk__entry_name_ok("a\0b", 3));
+	CHECK(sk__entry_name_ok("...", 3));
+	CHECK(sk__entry_name_ok(".hidden", 7));
+	CHECK(sk__entry_name_ok("a b%.tar", 8));
+
+	n = sk__entry_under("dir/a.tar", 9, "dir/", 0, &len);
+	CHECK(n != NULL && len == 5 && memcmp(n, "a.tar", 5) == 0);
+	n = sk__entry_under("dir/sub/", 8, "dir/", 1, &len);
+	CHECK(n != NULL && len == 3 && memcmp(n, "sub", 3) == 0);
+	n = sk__entry_under("a.tar", 5, "", 0, &len);
+	CHECK(n != NULL && len == 5);
+	/* The folder's own marker, another folder's key, a deeper one. */
+	CHECK(sk__entry_under("dir/", 4, "dir/", 0, &len) == NULL);
+	CHECK(sk__entry_under("dir/", 4, "dir/", 1, &len) == NULL);
+	CHECK(sk__entry_under("dix/a", 5, "dir/", 0, &len) == NULL);
+	CHECK(sk__entry_under("di", 2, "dir/", 0, &len) == NULL);
+	CHECK(sk__entry_under("dir/sub/b", 9, "dir/", 0, &len) == NULL);
+	CHECK(sk__entry_under("dir/a/b/", 8, "dir/", 1, &len) == NULL);
+	/* A common prefix ends in the delimiter; a key does not. */
+	CHECK(sk__entry_under("dir/sub", 7, "dir/", 1, &len) == NULL);
+	CHECK(sk__entry_under("dir/sub/", 8, "dir/", 0, &len) == NULL);
+	/* Empty segments, "." and "..", a NUL. */
+	CHECK(sk__entry_under("dir//", 5, "dir/", 1, &len) == NULL);
+	CHECK(sk__entry_under("dir//b", 6, "dir/", 0, &len) == NULL);
+	CHECK(sk__entry_under("dir/.", 5, "dir/", 0, &len) == NULL);
+	CHECK(sk__entry_under("dir/../", 7, "dir/", 1, &len) == NULL);
+	CHECK(sk__entry_under("dir/a\0b", 7, "dir/", 0, &len) == NULL);
+}
+
+TEST(listing_sizes_and_versions)
+{
+	static const char *const bad[] = { "", "+5", "-1", " 5", "5 ", "0x10",
+	    "1e3", "18446744073709551616", "99999999999999999999" };
+	char v[200];
+	uint64_t n = 1;
+	size_t i;
+
+	CHECK_EQ_INT(sk__parse_u64("0", &n), 0);
+	CHECK(n == 0);
+	CHECK_EQ_INT(sk__parse_u64("007", &n), 0);
+	CHECK(n == 7);
+	CHECK_EQ_INT(sk__parse_u64("18446744073709551615", &n), 0);
+	CHECK(n == UINT64_MAX);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		n = 42;
+		CHECK_EQ_INT(sk__parse_u64(bad[i], &n), -1);
+		CHECK(n == 42);
+	}
+
+	CHECK(sk__entry_version_ok(""));
+	CHECK(sk__entry_version_ok("\"9b2cf535f27731c974343645a3985328-3\""));
+	CHECK(sk__entry_version_ok("1700000000000001"));
+	CHECK(!sk__entry_version_ok("\"a b\""));
+	CHECK(!sk__entry_version_ok("\"a\r\nX-Injected: 1\""));
+	CHECK(!sk__entry_version_ok("caf\xc3\xa9"));
+	memset(v, 'a', sizeof v);
+	v[127] = '\0';
+	CHECK(sk__entry_version_ok(v));
+	v[127] = 'a';
+	v[128] = '\0';
+	CHECK(!sk__entry_version_ok(v));
+}
+
+/* Sorted bytewise, the folder before the file of its name, each name
+ * once for each kind; what was there before is left alone. */
+TEST(listing_sort)
+{
+	struct sk__entries e = { NULL, 0, 0 };
+
+	CHECK_EQ_INT(sk__entries_add(&e, "zz", 2, 0, 1, 0, ""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "b", 1, 0, 5, 10, "\"e1\""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "a", 1, 0, 3, 0, "\"x\""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "B", 1, 0, 4, 0, ""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "a", 1, 1, 9, 7, "\"v\""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "b", 1, 0, 5, 10, "\"e1\""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "a", 1, 1, 0, 0, ""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "a-b", 3, 0, 2, 0, ""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "a.", 2, 0, 2, 0, ""), 0);
+	CHECK_EQ_INT(sk__entries_add(&e, "..", 2, 1, 0, 0, ""), SK_EINVAL);
+	CHECK_EQ_INT(sk__entries_add(&e, "x", 1, 0, 0, 0, "a b"), SK_EINVAL);
+	CHECK_EQ_INT((int)e.n, 9);
+	sk__entries_sort(&e, 1);
+	CHECK_EQ_INT((int)e.n, 7);
+	CHECK_EQ_STR(e.v[0].name, "zz");	/* before first: untouched */
+	CHECK_EQ_STR(e.v[1].name, "B");
+	CHECK_EQ_STR(e.v[2].name, "a");
+	CHECK_EQ_INT(e.v[2].dir, 1);
+	/* A folder has no size or version. */
+	CHECK(e.v[2].size == 0 && e.v[2].version[0] == '\0');
+	CHECK_EQ_STR(e.v[3].name, "a");
+	CHECK_EQ_INT(e.v[3].dir, 0);
+	CHECK(e.v[3].size == 3);
+	CHECK_EQ_STR(e.v[3].version, "\"x\"");
+	CHECK_EQ_STR(e.v[4].name, "a-b");
+	CHECK_EQ_STR(e.v[5].name, "a.");
+	CHECK_EQ_STR(e.v[6].name, "b");
+	CHECK(e.v[6].size == 5 && e.v[6].mtime == 10);
+	sk__entries_free(&e);
+	CHECK(e.v == NULL && e.n == 0);
+	sk__entries_sort(&e, 0);
+}
+
+TEST(listing_times)
+{
+	/* date -u -d 2009-10-12T17:50:30Z +%s */
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:50:30.000Z"), 1255369830);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:50:30Z"), 1255369830);
+	CHECK_EQ_INT(sk__time_rfc3339("2026-01-15T10:00:00.123456Z"),
+	    1768471200);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T19:50:30+02:00"), 1255369830);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12t15:20:30.5-02:30"),
+	    1255369830);
+	CHECK_EQ_INT(sk__time_rfc3339("2024-02-29T00:00:00Z"), 1709164800);
+	CHECK_EQ_INT(sk__time_http("Wed, 25 Nov 2026 16:30:00 GMT"),
+	    1795624200);
+	CHECK_EQ_INT(sk__time_http("Thu, 01 Jan 1970 00:00:01 GMT"), 1);
+
+	/* Unparsable times are 0, not errors. */
+	CHECK_EQ_INT(sk__time_rfc3339(""), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:50:30"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:50:30.Z"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:50:30ZZ"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-13-12T17:50:30Z"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2023-02-29T00:00:00Z"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-04-31T00:00:00Z"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T24:00:00Z"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:5a:30Z"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("2009-10-12T17:50:30+2:00"), 0);
+	CHECK_EQ_INT(sk__time_rfc3339("+009-10-12T17:50:30Z"), 0);
+	CHECK_EQ_INT(sk__time_http("Wed, 25 Nov 2026 16:30:00 UTC"), 0);
+	CHECK_EQ_INT(sk__time_http("Wed, 25 Nvb 2026 16:30:00 GMT"), 0);
+	CHECK_EQ_INT(sk__time_http("Xyz, 25 Nov 2026 16:30:00 GMT"), 0);
+	CHECK_EQ_INT(sk__time_http("Wed, 31 Nov 2026 16:30:00 GMT"), 0);
+	CHECK_EQ_INT(sk__time_http("Wednesday, 25-Nov-26 16:30:00 GMT"), 0);
+	CHECK_EQ_INT(sk__time_http("2009-10-12T17:50:30Z"), 0);
+}
