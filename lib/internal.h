@@ -41,6 +41,8 @@ int sk__check(struct sk__handle *h, uint32_t magic, const char *fn);
 int sk__verror_set(struct sk_error *err, int code, const char *fmt,
     va_list ap);
 
+struct sk__entries;
+
 /*
  * A source backend. Each scheme provides one of these; sk_source_open picks
  * it by the URL's scheme. read is sequential from pos; pread must not move
@@ -64,6 +66,10 @@ struct sk__source_ops {
 	void (*close)(sk_source *s);
 	int (*list)(const struct sk_url *u, const char *url,
 	    struct sk_strlist *out, struct sk_error *err);
+	/* Optional: append the entries right under the folder url (its
+	 * '/' checked), in any order (sk__source_list_entries sorts). */
+	int (*list_entries)(const struct sk_url *u, const char *url,
+	    struct sk__entries *out, struct sk_error *err);
 	/* Optional: store size bytes as the object url (a bucket). */
 	int (*put)(const struct sk_url *u, const char *url, const void *data,
 	    uint64_t size, struct sk_error *err);

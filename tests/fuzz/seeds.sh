@@ -12,7 +12,8 @@
 #   report, for fuzz_report: shardtrain --json run files, whole and
 #   minimal.
 #   url, for fuzz_url: URLs with credentials, manifest and shard URLs,
-#   Content-Range values and nginx JSON listings.
+#   Content-Range values, times, and nginx JSON listings with files,
+#   folders and sizes.
 #   s3xml, for fuzz_s3xml: a ListObjectsV2 page with two keys and a
 #   continuation token, the last page, S3 <Error> bodies and multipart
 #   upload results.
@@ -73,6 +74,9 @@ if [ "$kind" = url ]; then
 	# Content-Range, and an nginx JSON listing (fuzz_url's three fields).
 	printf 'https://u:p@h:8443/a/in.json?X-Amz-Credential=A%%2FB&X-Amz-Signature=ff&x-id=1\nin-000001.tar\n[{"name":"in-000000.tar","type":"file","mtime":"Wed, 25 Nov 2026 04:13:00 GMT","size":20450304},{"name":"sub","type":"directory"}]\n' >"$out/signed"
 	printf 'http://127.0.0.1:8080/s/in.json\nbytes 0-8388607/20450304\n[{"name":".hidden","type":"file"},{"name":"a b%%.tar","type":"file","size":1}]\n' >"$out/plain"
+	# As nginx writes one: a folder and a file of the same name, a fifo
+	# ("other"), and an RFC 3339 time in the second field.
+	printf 'https://h/d/\n2009-10-12T17:50:30.000Z\n[\n{ "name":"in-000000.tar", "type":"file", "mtime":"Wed, 25 Nov 2026 16:30:00 GMT", "size":20450304 },\n{ "name":"sub", "type":"directory", "mtime":"Tue, 24 Nov 2026 09:00:00 GMT" },\n{ "name":"sub", "type":"file", "mtime":"Tue, 24 Nov 2026 09:00:01 GMT", "size":0 },\n{ "name":"fifo", "type":"other", "mtime":"Tue, 24 Nov 2026 09:00:02 GMT" }\n]\n' >"$out/nginx"
 	printf '/data/in.json\n/abs/in-0.tar\n[]\n' >"$out/local"
 	printf 'https://h\nbytes */0\n{"not":"a list"}\n' >"$out/empty"
 	exit 0

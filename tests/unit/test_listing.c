@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "fetch.h"
 
 TEST(listing_names)
 {
@@ -155,4 +156,121 @@ TEST(listing_times)
 	CHECK_EQ_INT(sk__time_http("Wed, 31 Nov 2026 16:30:00 GMT"), 0);
 	CHECK_EQ_INT(sk__time_http("Wednesday, 25-Nov-26 16:30:00 GMT"), 0);
 	CHECK_EQ_INT(sk__time_http("2009-10-12T17:50:30Z"), 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the three listings                                                       */
+
+/* The entry of this name and kind, or a failed test. */
+static const struct sk__entry *
+find(const struct sk__entries *e, const char *name, int dir)
+{
+	size_t i;
+
+	for (i = 0; i < e->n; i++)
+		if (strcmp(e->v[i].name, name) == 0 && e->v[i].dir == dir)
+			return &e->v[i];
+	t_fail(__FILE__, __LINE__, "no %s \"%s\" in the listing",
+	    dir ? "folder" : "file", name);
+}
+
+/* The names in order, "name/" for a folder, joined by spaces. */
+static const char *
+names(const struct sk__entries *e)
+{
+	static char buf[1000];
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < e->n && n < sizeof buf; i++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%s",
+		    i ? " " : "", e->v[i].name, e->v[i].dir ? "/" : "");
+	return buf;
+}
+
+/* nginx: files and folders with their sizes and times; "other", names
+ * with a dot first and names that are not one segment are not listed. */
+TEST(listing_nginx)
+{
+	const char *page = "[\n"
+	    "{ \"name\":\"b.tar\", \"type\":\"file\", \"mtime\":\"Wed, 25 Nov "
+	    "2026 16:30:00 GMT\", \"size\":20450304 },\n"
+	    "{ \"name\":\"sub\", \"type\":\"directory\", \"mtime\":\"Thu, 01 "
+	    "Jan 1970 00:00:01 GMT\" },\n"
+	    "{ \"name\":\"sub\", \"type\":\"file\", \"size\":0 },\n"
+	    "{ \"name\":\"a b%.tar\", \"type\":\"file\", "
+	    "\"mtime\":\"yesterday\", \"size\":9223372036854775807 },\n"
+	    "{ \"name\":\"fifo\", \"type\":\"other\" },\n"
+	    "{ \"name\":\".hidden\", \"type\":\"file\", \"size\":1 },\n"
+	    "{ \"name\":\".\", \"type\":\"directory\" },\n"
+	    "{ \"name\":\"..\", \"type\":\"directory\" },\n"
+	    "{ \"name\":\"\", \"type\":\"file\", \"size\":1 },\n"
+	    "{ \"name\":\"x/y\", \"type\":\"file\", \"size\":1 },\n"
+	    "{ \"name\":\"link\", \"type\":\"symlink\", \"size\":1 },\n"
+	    "{ \"type\":\"file\", \"size\":1 }, 7, \"str\"\n"
+	    "]";
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	const struct sk__entry *x;
+
+	CHECK_OK(sk__http_listing(page, strlen(page), "http://h/d/", &e, &err),
+	    &err);
+	sk__entries_sort(&e, 0);
+	CHECK_EQ_STR(names(&e), "a b%.tar b.tar sub/ sub");
+	x = find(&e, "b.tar", 0);
+	CHECK(x->size == 20450304);
+	CHECK_EQ_INT(x->mtime, 1795624200);
+	CHECK_EQ_STR(x->version, "");
+	x = find(&e, "sub", 1);
+	CHECK(x->size == 0);
+	CHECK_EQ_INT(x->mtime, 1);
+	x = find(&e, "sub", 0);
+	CHECK(x->size == 0 && x->mtime == 0);
+	x = find(&e, "a b%.tar", 0);
+	CHECK(x->size == INT64_MAX);
+	CHECK_EQ_INT(x->mtime, 0);	/* "yesterday" is no time */
+	sk__entries_free(&e);
+}
+
+/* A file must come with its size in bytes: a string, a negative or a
+ * fraction is not one, and nothing else on the page is trusted then. */
+TEST(listing_nginx_bad)
+{
+	static const char *const bad[] = {
+		"[{\"name\":\"a\",\"type\":\"file\",\"size\":\"12\"}]",
+		"[{\"name\":\"a\",\"type\":\"file\",\"size\":-1}]",
+		"[{\"name\":\"a\",\"type\":\"file\",\"size\":1.5}]",
+		"[{\"name\":\"a\",\"type\":\"file\"}]",
+		"[{\"name\":\"a\",\"type\":\"file\",\"size\":null}]",
+	};
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	const char *msg, *p;
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		msg = CHECK_ERR(sk__http_listing(bad[i], strlen(bad[i]),
+		    "http://h/d/", &e, &err), SK_EFORMAT, &err);
+		CHECK_CONTAINS(msg, "http://h/d/: the listing gives a file no "
+		    "size");
+		CHECK_EQ_INT((int)e.n, 0);
+	}
+	/* Not a listing at all; a name with a NUL is no JSON jansson reads;
+	 * a size past 2^63 - 1 neither. */
+	p = "{\"name\":\"a\"}";
+	msg = CHECK_ERR(sk__http_listing(p, strlen(p), "http://h/d/", &e,
+	    &err), SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "not a JSON listing");
+	p = "[{\"name\":\"a\\u0000b\",\"type\":\"file\",\"size\":1}]";
+	CHECK_ERR(sk__http_listing(p, strlen(p), "http://h/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	p = "[{\"name\":\"a\",\"type\":\"file\",\"size\":9223372036854775808}]";
+	CHECK_ERR(sk__http_listing(p, strlen(p), "http://h/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_EQ_INT((int)e.n, 0);
+	/* A directory has no size to give. */
+	p = "[{\"name\":\"d\",\"type\":\"directory\",\"size\":\"x\"}]";
+	CHECK_OK(sk__http_listing(p, strlen(p), "http://h/d/", &e, &err), &err);
+	CHECK_EQ_STR(names(&e), "d/");
+	sk__entries_free(&e);
 }
