@@ -189,13 +189,13 @@ int64_t sk__time_http(const char *s);
 
 /* Names per page of a bucket listing: SK_LIST_PAGE, else 1000. */
 int sk__list_page(void);
-/* A listing's names (out) after its page 'page' (1-based), which found
- * out->n - before of them, start being out->n before the first page: 0,
- * or an error when the page holds more than were asked for or the folder
- * more than a million (a server that ignores its page size, or lists
- * without end). */
-int sk__list_check(const char *url, int page, const struct sk_strlist *out,
-    size_t before, size_t start, struct sk_error *err);
+/* A listing's n names (or entries: objects and folders alike) after its
+ * page 'page' (1-based), which found n - before of them, start being the
+ * count before the first page: 0, or an error when the page holds more
+ * than were asked for or the folder more than a million (a server that
+ * ignores its page size, or lists without end). */
+int sk__list_check(const char *url, int page, size_t n, size_t before,
+    size_t start, struct sk_error *err);
 
 char *sk__strdup(const char *s);
 char *sk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -425,14 +425,14 @@ sk__list_page(void)
 }
 
 int
-sk__list_check(const char *url, int page, const struct sk_strlist *out,
-    size_t before, size_t start, struct sk_error *err)
+sk__list_check(const char *url, int page, size_t n, size_t before,
+    size_t start, struct sk_error *err)
 {
-	if (out->n - before > (size_t)sk__list_page())
+	if (n - before > (size_t)sk__list_page())
 		return sk_error_set(err, SK_EFORMAT, "%s: page %d of the "
 		    "listing holds %zu names, more than the %d asked for",
-		    url, page, out->n - before, sk__list_page());
-	if (out->n - start > LIST_NAMES_MAX)
+		    url, page, n - before, sk__list_page());
+	if (n - start > LIST_NAMES_MAX)
 		return sk_error_set(err, SK_ETOOBIG, "%s: more than %d names "
 		    "in one folder", url, LIST_NAMES_MAX);
 	return 0;

@@ -556,7 +556,7 @@ s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 			break;
 		}
 		sk__req_free(&r);
-		if ((rc = sk__list_check(url, pages + 1, out, before, start,
+		if ((rc = sk__list_check(url, pages + 1, out->n, before, start,
 		    err)) != 0)
 			break;
 		before = out->n;

@@ -19,8 +19,9 @@
 #   upload results.
 #   awsini, for fuzz_awsini: ~/.aws/credentials and config, a NUL
 #   between them, with profiles and an "s3 =" block.
-#   gcsjson, for fuzz_gcsjson: GCS objects.list pages, objects.get
-#   metadata, error bodies and OAuth2 token answers.
+#   gcsjson, for fuzz_gcsjson: GCS objects.list pages (one of them of
+#   fuzz_gcsjson's folder d/, with subfolders), objects.get metadata,
+#   error bodies and OAuth2 token answers.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -129,6 +130,9 @@ if [ "$kind" = gcsjson ]; then
 }
 EOF
 	printf '{"kind": "storage#objects", "items": [{"name": "a b%%.tar", "size": "0"}, {"size": "1"}]}\n' >"$out/last.json"
+	# The folder fuzz_gcsjson lists, d/: its marker, a subfolder beside an
+	# object of its name, and names that are not one segment.
+	printf '{"kind": "storage#objects", "prefixes": ["d/a/", "d/sub/", "d//"], "items": [{"name": "d/", "size": "0", "generation": "1700000000000000"}, {"name": "d/a", "size": "7", "generation": "1700000000000001", "updated": "2026-01-15T10:00:00.000Z"}, {"name": "d/b.tar", "size": "20450304", "generation": "1700000000000002", "updated": "2026-01-15T10:00:01.123456Z"}, {"name": "d/..", "size": "1"}, {"name": "d//x", "size": "1"}]}\n' >"$out/folder.json"
 	printf '{"kind": "storage#object", "id": "bucket/dir/train-000000.tar/1700000000000000", "selfLink": "https://www.googleapis.com/storage/v1/b/bucket/o/dir%%2Ftrain-000000.tar", "name": "dir/train-000000.tar", "bucket": "bucket", "generation": "1700000000000000", "metageneration": "1", "contentType": "application/x-tar", "storageClass": "STANDARD", "size": "20450304", "md5Hash": "cO4XOLayHiyKQ/OlqxTucQ==", "crc32c": "yZRlqg==", "etag": "CICAgICAgIAD", "timeCreated": "2026-01-15T10:00:00.000Z", "updated": "2026-01-15T10:00:00.000Z"}\n' >"$out/get.json"
 	printf '{"error": {"code": 403, "message": "sa@p.iam.gserviceaccount.com does not have storage.objects.get access to the Google Cloud Storage object.", "errors": [{"message": "denied", "domain": "global", "reason": "forbidden"}]}}\n' >"$out/error.json"
 	printf '{"access_token": "ya29.c.b0AXv0zTOs3cr3tT0k3nQ-example_token.value", "expires_in": 3599, "token_type": "Bearer"}\n' >"$out/token.json"

@@ -289,13 +289,13 @@ TEST(list_page_size_is_checked)
 	setenv("SK_LIST_PAGE", "2", 1);
 	for (i = 0; i < 2; i++)
 		CHECK_EQ_INT(sk_strlist_push(&l, "gs://b/d/x.tar"), 0);
-	CHECK_EQ_INT(sk__list_check("gs://b/d/", 1, &l, 0, 0, &err), 0);
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 1, l.n, 0, 0, &err), 0);
 	CHECK_EQ_INT(sk_strlist_push(&l, "gs://b/d/y.tar"), 0);
-	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, &l, 0, 0, &err),
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, l.n, 0, 0, &err),
 	    SK_EFORMAT);
 	CHECK_CONTAINS(err.msg, "page 2 of the listing holds 3 names, more "
 	    "than the 2 asked for");
-	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, &l, 1, 0, &err), 0);
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, l.n, 1, 0, &err), 0);
 	unsetenv("SK_LIST_PAGE");
 	sk_strlist_free(&l);
 }

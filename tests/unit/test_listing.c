@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "cloud.h"
 #include "fetch.h"
 
 TEST(listing_names)
@@ -273,4 +274,119 @@ TEST(listing_nginx_bad)
 	CHECK_OK(sk__http_listing(p, strlen(p), "http://h/d/", &e, &err), &err);
 	CHECK_EQ_STR(names(&e), "d/");
 	sk__entries_free(&e);
+}
+
+/* objects.list: objects with their size, generation and update time,
+ * folders from "prefixes"; the folder's own marker, other folders' names,
+ * deeper ones, empty segments, "." and ".." are not listed. */
+TEST(listing_gcs)
+{
+	const char *page = "{\"kind\": \"storage#objects\", "
+	    "\"nextPageToken\": \"Ci/x=\", "
+	    "\"prefixes\": [\"d/sub/\", \"d/a/\", \"d//\", \"d/../\", "
+	    "\"d/./\", \"e/f/\", \"d/x/y/\", \"d/nodelim\", 7], "
+	    "\"items\": ["
+	    "{\"name\": \"d/b.tar\", \"size\": \"20450304\", \"generation\": "
+	    "\"1700000000000001\", \"updated\": \"2026-01-15T10:00:00.000Z\"},"
+	    "{\"name\": \"d/a\", \"size\": \"0\", \"generation\": \"1\"},"
+	    "{\"name\": \"d/\", \"size\": \"0\", \"generation\": \"2\"},"
+	    "{\"name\": \"d/.\", \"size\": \"1\"},"
+	    "{\"name\": \"d/..\", \"size\": \"1\"},"
+	    "{\"name\": \"d//b\", \"size\": \"1\"},"
+	    "{\"name\": \"d/sub/c\", \"size\": \"x\"},"
+	    "{\"name\": \"e/c\", \"size\": \"-1\"},"
+	    "{\"name\": \"d\", \"size\": \"1\"},"
+	    "{\"name\": \"d/nogen\", \"size\": \"18446744073709551615\", "
+	    "\"updated\": \"not a time\"},"
+	    "{\"size\": \"1\"}, \"d/str\", {\"name\": 5}]}";
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	const struct sk__entry *x;
+	char *next = NULL;
+
+	CHECK_OK(sk__gcs_parse_list(page, strlen(page), "d/", "gs://b/d/", &e,
+	    &next, &err), &err);
+	CHECK_EQ_STR(next, "Ci%2Fx%3D");
+	free(next);
+	sk__entries_sort(&e, 0);
+	CHECK_EQ_STR(names(&e), "a/ a b.tar nogen sub/");
+	x = find(&e, "b.tar", 0);
+	CHECK(x->size == 20450304);
+	CHECK_EQ_STR(x->version, "1700000000000001");
+	CHECK_EQ_INT(x->mtime, 1768471200);
+	x = find(&e, "a", 0);
+	CHECK(x->size == 0 && x->mtime == 0);
+	CHECK_EQ_STR(x->version, "1");
+	x = find(&e, "a", 1);
+	CHECK(x->size == 0 && x->mtime == 0 && x->version[0] == '\0');
+	x = find(&e, "nogen", 0);
+	CHECK(x->size == UINT64_MAX && x->mtime == 0);
+	CHECK_EQ_STR(x->version, "");
+	sk__entries_free(&e);
+
+	/* At the bucket's root. */
+	page = "{\"prefixes\": [\"top/\"], \"items\": [{\"name\": \"x.tar\", "
+	    "\"size\": \"3\"}, {\"name\": \"top/y\", \"size\": \"1\"}]}";
+	CHECK_OK(sk__gcs_parse_list(page, strlen(page), "", "gs://b/", &e,
+	    &next, &err), &err);
+	CHECK(next == NULL);
+	CHECK_EQ_STR(names(&e), "x.tar top/");
+	sk__entries_free(&e);
+}
+
+/* A size that is not a string of digits, or a generation that is not
+ * one of at most 127, fails the page naming the folder. */
+TEST(listing_gcs_bad)
+{
+	static const char *const bad[] = {
+		"\"size\": \"+5\"", "\"size\": \"\"", "\"size\": \" 5\"",
+		"\"size\": 5", "\"size\": \"18446744073709551616\"",
+		"\"generation\": \"1\"",
+		"\"size\": \"1\", \"generation\": \"12a\"",
+		"\"size\": \"1\", \"generation\": \"\"",
+		"\"size\": \"1\", \"generation\": 12",
+		"\"size\": \"1\", \"generation\": null",
+	};
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	char page[600], gen[200];
+	const char *msg;
+	char *next = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(page, sizeof page, "{\"nextPageToken\": \"t\", "
+		    "\"items\": [{\"name\": \"d/ok\", \"size\": \"1\"}, "
+		    "{\"name\": \"d/x\", %s}]}", bad[i]);
+		msg = CHECK_ERR(sk__gcs_parse_list(page, strlen(page), "d/",
+		    "gs://b/d/", &e, &next, &err), SK_EFORMAT, &err);
+		CHECK_CONTAINS(msg, "gs://b/d/: the listing gives an "
+		    "object a ");
+		CHECK(next == NULL);
+		/* What came before stays, for the caller to free. */
+		CHECK_EQ_INT((int)e.n, 1);
+		sk__entries_free(&e);
+	}
+	memset(gen, '7', 127);
+	gen[127] = '\0';
+	snprintf(page, sizeof page, "{\"items\": [{\"name\": \"d/x\", \"size\":"
+	    " \"1\", \"generation\": \"%s\"}]}", gen);
+	CHECK_OK(sk__gcs_parse_list(page, strlen(page), "d/", "gs://b/d/", &e,
+	    &next, &err), &err);
+	CHECK_EQ_STR(e.v[0].version, gen);
+	sk__entries_free(&e);
+	snprintf(page, sizeof page, "{\"items\": [{\"name\": \"d/x\", \"size\":"
+	    " \"1\", \"generation\": \"%s7\"}]}", gen);
+	msg = CHECK_ERR(sk__gcs_parse_list(page, strlen(page), "d/",
+	    "gs://b/d/", &e, &next, &err), SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "generation");
+	/* Another folder's object is not looked at. */
+	snprintf(page, sizeof page, "{\"items\": [{\"name\": \"e/x\", \"size\":"
+	    " \"bad\", \"generation\": \"bad\"}]}");
+	CHECK_OK(sk__gcs_parse_list(page, strlen(page), "d/", "gs://b/d/", &e,
+	    &next, &err), &err);
+	CHECK_EQ_INT((int)e.n, 0);
+	msg = CHECK_ERR(sk__gcs_parse_list("[]", 2, "d/", "gs://b/d/", &e,
+	    &next, &err), SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "not a JSON object");
 }
