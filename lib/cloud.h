@@ -93,13 +93,17 @@ struct sk__s3_error {
 };
 int sk__s3_parse_error(const char *xml, size_t n, struct sk__s3_error *e);
 
-/* One ListObjectsV2 page: "s3://BUCKET/KEY" pushed to out for each key
- * right under prefix (deeper keys are dropped), NextContinuationToken in
- * token ("" when none) and IsTruncated in *truncated. Also SK_ENOMEM;
- * what was pushed before a failure stays in out. */
-int sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
-    const char *prefix, struct sk_strlist *out, char *token, size_t tokenlen,
-    int *truncated);
+/* One ListObjectsV2 page (delimiter '/'): the objects of its Contents
+ * right under prefix with their Size, ETag and LastModified, and the
+ * folders of its CommonPrefixes, appended to out, names relative to
+ * prefix (other keys are dropped); NextContinuationToken in token (""
+ * when none) and IsTruncated in *truncated. Also SK_EFORMAT with err set
+ * naming display for an object's Size that is not decimal digits or an
+ * ETag that cannot be a version, and SK_ENOMEM; what was added before a
+ * failure stays in out. */
+int sk__s3_parse_list(const char *xml, size_t n, const char *prefix,
+    const char *display, struct sk__entries *out, char *token,
+    size_t tokenlen, int *truncated, struct sk_error *err);
 
 /* An InitiateMultipartUploadResult's UploadId; SK_EFORMAT when none. */
 int sk__s3_parse_upload_id(const char *xml, size_t n, char *id,

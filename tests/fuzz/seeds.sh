@@ -15,8 +15,8 @@
 #   Content-Range values, times, and nginx JSON listings with files,
 #   folders and sizes.
 #   s3xml, for fuzz_s3xml: a ListObjectsV2 page with two keys and a
-#   continuation token, the last page, S3 <Error> bodies and multipart
-#   upload results.
+#   continuation token, the last page, a folder with subfolders, S3
+#   <Error> bodies and multipart upload results.
 #   awsini, for fuzz_awsini: ~/.aws/credentials and config, a NUL
 #   between them, with profiles and an "s3 =" block.
 #   gcsjson, for fuzz_gcsjson: GCS objects.list pages (one of them of
@@ -91,6 +91,10 @@ if [ "$kind" = s3xml ]; then
 $x
 <ListBucketResult $ns><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken><Contents><Key>dir/train-000000.tar</Key><LastModified>2026-01-15T10:00:00.000Z</LastModified><ETag>&quot;70ee1738b6b21e2c8a43f3a5ab0eee71&quot;</ETag><Size>20450304</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>dir/train-000001.tar</Key><LastModified>2026-01-15T10:00:01.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328-3&quot;</ETag><Size>19922944</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>
 EOF
+	# A folder as ListObjectsV2 lists it with a delimiter: its marker,
+	# subfolders (one beside an object of its name), names that are not
+	# one segment.
+	printf '%s\n<ListBucketResult %s><Name>bucket</Name><Prefix>dir/</Prefix><Delimiter>/</Delimiter><KeyCount>6</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated><Contents><Key>dir/</Key><LastModified>2026-01-15T09:59:59.000Z</LastModified><ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag><Size>0</Size></Contents><Contents><Key>dir/a</Key><LastModified>2026-01-15T10:00:00.000Z</LastModified><ETag>&quot;0cc175b9c0f1b6a831c399e269772661&quot;</ETag><Size>1</Size></Contents><Contents><Key>dir/..</Key><Size>1</Size></Contents><CommonPrefixes><Prefix>dir/a/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>dir/sub/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>dir//</Prefix></CommonPrefixes></ListBucketResult>\n' "$x" "$ns" >"$out/folder.xml"
 	printf '%s\n<ListBucketResult %s><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><IsTruncated>false</IsTruncated><ContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</ContinuationToken><Contents><Key>dir/sub/deep.tar</Key><Size>1</Size></Contents><Contents><Key>dir/val-000000.tar</Key><Size>10240</Size></Contents></ListBucketResult>\n' "$x" "$ns" >"$out/last.xml"
 	printf '%s\n<Error><Code>NoSuchKey</Code><Message>The resource you requested does not exist</Message><Resource>/bucket/dir/x.tar</Resource><RequestId>4442587FB7D0A2F9</RequestId></Error>\n' "$x" >"$out/error.xml"
 	printf '%s\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region %s is wrong; expecting %s</Message><Region>eu-west-1</Region><RequestId>656c76696e6727732072657175657374</RequestId><HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>\n' "$x" "'us-east-1'" "'eu-west-1'" >"$out/redirect.xml"

@@ -390,3 +390,131 @@ TEST(listing_gcs_bad)
 	    &next, &err), SK_EFORMAT, &err);
 	CHECK_CONTAINS(msg, "not a JSON object");
 }
+
+/* ListObjectsV2: objects with their Size, ETag (as sent, quotes
+ * included) and LastModified; folders from CommonPrefixes. */
+TEST(listing_s3)
+{
+	const char *page = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+	    "<ListBucketResult "
+	    "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	    "<Name>b</Name><Prefix>dir/</Prefix><IsTruncated>false"
+	    "</IsTruncated>"
+	    "<Contents><Key>dir/b.tar</Key><LastModified>2009-10-12T17:50:30"
+	    ".000Z</LastModified><ETag>&quot;70ee1738b6b21e2c8a43f3a5ab0eee71"
+	    "&quot;</ETag><Size>20450304</Size><StorageClass>STANDARD"
+	    "</StorageClass></Contents>"
+	    "<Contents><Key>dir/a</Key><Size>0</Size><ETag>\"x-2\"</ETag>"
+	    "</Contents>"
+	    "<Contents><Key>dir/</Key><Size>0</Size></Contents>"
+	    "<Contents><Key>dir/.</Key><Size>x</Size></Contents>"
+	    "<Contents><Key>dir/..</Key></Contents>"
+	    "<Contents><Key>dir//x</Key><Size>1</Size></Contents>"
+	    "<Contents><Key>dir/sub/deep</Key><Size>-1</Size></Contents>"
+	    "<Contents><Key>dix/c</Key><Size>1</Size></Contents>"
+	    "<Contents><Key>dir/noetag</Key><Size>18446744073709551615</Size>"
+	    "<LastModified>yesterday</LastModified></Contents>"
+	    "<Contents><Size>1</Size></Contents>"
+	    "<CommonPrefixes><Prefix>dir/a/</Prefix></CommonPrefixes>"
+	    "<CommonPrefixes><Prefix>dir/sub/</Prefix><Prefix>dir/two/</Prefix>"
+	    "</CommonPrefixes>"
+	    "<CommonPrefixes><Prefix>dir//</Prefix></CommonPrefixes>"
+	    "<CommonPrefixes><Prefix>dir/../</Prefix></CommonPrefixes>"
+	    "<CommonPrefixes><Prefix>other/x/</Prefix></CommonPrefixes>"
+	    "<CommonPrefixes><Prefix>dir/x/y/</Prefix></CommonPrefixes>"
+	    "<CommonPrefixes><Prefix>dir/nodelim</Prefix></CommonPrefixes>"
+	    "</ListBucketResult>";
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	const struct sk__entry *x;
+	char token[64];
+	int truncated = -1;
+
+	CHECK_OK(sk__s3_parse_list(page, strlen(page), "dir/", "s3://b/dir/",
+	    &e, token, sizeof token, &truncated, &err), &err);
+	CHECK_EQ_INT(truncated, 0);
+	CHECK_EQ_STR(token, "");
+	sk__entries_sort(&e, 0);
+	CHECK_EQ_STR(names(&e), "a/ a b.tar noetag sub/ two/");
+	x = find(&e, "b.tar", 0);
+	CHECK(x->size == 20450304);
+	CHECK_EQ_STR(x->version, "\"70ee1738b6b21e2c8a43f3a5ab0eee71\"");
+	CHECK_EQ_INT(x->mtime, 1255369830);
+	x = find(&e, "a", 0);
+	CHECK_EQ_STR(x->version, "\"x-2\"");
+	CHECK(x->size == 0 && x->mtime == 0);
+	x = find(&e, "a", 1);
+	CHECK(x->size == 0 && x->mtime == 0 && x->version[0] == '\0');
+	x = find(&e, "noetag", 0);
+	CHECK(x->size == UINT64_MAX && x->mtime == 0);
+	CHECK_EQ_STR(x->version, "");
+	sk__entries_free(&e);
+
+	/* At the bucket's root. */
+	page = "<ListBucketResult><Contents><Key>x.tar</Key><Size>3</Size>"
+	    "</Contents><Contents><Key>top/y</Key><Size>1</Size></Contents>"
+	    "<CommonPrefixes><Prefix>top/</Prefix></CommonPrefixes>"
+	    "</ListBucketResult>";
+	CHECK_OK(sk__s3_parse_list(page, strlen(page), "", "s3://b/", &e,
+	    token, sizeof token, &truncated, &err), &err);
+	CHECK_EQ_STR(names(&e), "x.tar top/");
+	sk__entries_free(&e);
+}
+
+/* A Size that is not digits (or none), or an ETag that cannot go back
+ * into an If-Match as it is, fails the page naming the folder. */
+TEST(listing_s3_bad)
+{
+	static const char *const bad[] = {
+		"<Size>+5</Size>", "<Size></Size>", "<Size> 5</Size>",
+		"<Size>0x1</Size>", "<Size>18446744073709551616</Size>", "",
+		"<Size>1</Size><ETag>\"a b\"</ETag>",
+		"<Size>1</Size><ETag>\"a&#10;Injected: 1\"</ETag>",
+		"<Size>1</Size><ETag>\"caf&#233;\"</ETag>",
+	};
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	char page[800], etag[200], token[64];
+	const char *msg;
+	int truncated;
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(page, sizeof page, "<ListBucketResult><Contents><Key>"
+		    "dir/ok</Key><Size>1</Size></Contents><Contents><Key>dir/x"
+		    "</Key>%s</Contents></ListBucketResult>", bad[i]);
+		msg = CHECK_ERR(sk__s3_parse_list(page, strlen(page), "dir/",
+		    "s3://b/dir/", &e, token, sizeof token, &truncated, &err),
+		    SK_EFORMAT, &err);
+		CHECK_CONTAINS(msg, "s3://b/dir/: the listing gives an "
+		    "object ");
+		/* What came before stays, for the caller to free. */
+		CHECK_EQ_INT((int)e.n, 1);
+		sk__entries_free(&e);
+	}
+	memset(etag, 'e', 127);
+	etag[127] = '\0';
+	snprintf(page, sizeof page, "<ListBucketResult><Contents><Key>dir/x"
+	    "</Key><Size>1</Size><ETag>%s</ETag></Contents>"
+	    "</ListBucketResult>", etag);
+	CHECK_OK(sk__s3_parse_list(page, strlen(page), "dir/", "s3://b/dir/",
+	    &e, token, sizeof token, &truncated, &err), &err);
+	CHECK_EQ_STR(e.v[0].version, etag);
+	sk__entries_free(&e);
+	snprintf(page, sizeof page, "<ListBucketResult><Contents><Key>dir/x"
+	    "</Key><Size>1</Size><ETag>%se</ETag></Contents>"
+	    "</ListBucketResult>", etag);
+	msg = CHECK_ERR(sk__s3_parse_list(page, strlen(page), "dir/",
+	    "s3://b/dir/", &e, token, sizeof token, &truncated, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "ETag");
+	CHECK_EQ_INT((int)e.n, 0);
+	/* Not XML, or with a DTD: not a listing. */
+	msg = CHECK_ERR(sk__s3_parse_list("<a>", 3, "dir/", "s3://b/dir/", &e,
+	    token, sizeof token, &truncated, &err), SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "s3://b/dir/: the listing is not a ListObjectsV2");
+	CHECK_ERR(sk__s3_parse_list("<!DOCTYPE x><x/>", 16, "dir/",
+	    "s3://b/dir/", &e, token, sizeof token, &truncated, &err),
+	    SK_EFORMAT, &err);
+	CHECK_EQ_INT((int)e.n, 0);
+}
