@@ -64,10 +64,9 @@ struct sk__source_ops {
 	    uint64_t off);
 	int (*size)(sk_source *s, uint64_t *size);
 	void (*close)(sk_source *s);
-	int (*list)(const struct sk_url *u, const char *url,
-	    struct sk_strlist *out, struct sk_error *err);
 	/* Optional: append the entries right under the folder url (its
-	 * '/' checked), in any order (sk__source_list_entries sorts). */
+	 * '/' checked), in any order (sk__source_list_entries sorts). The
+	 * file backend has none: sk__file_list lists a local folder. */
 	int (*list_entries)(const struct sk_url *u, const char *url,
 	    struct sk__entries *out, struct sk_error *err);
 	/* Optional: store size bytes as the object url (a bucket). */
@@ -99,6 +98,10 @@ int64_t sk__source_read_ptr(sk_source *s, const void **ptr, void *buf,
     size_t n);
 
 extern const struct sk__source_ops sk__source_file_ops;
+/* A local folder's regular files (not its subfolders, nor names that
+ * begin with a dot) as paths under u->path, appended to out, sorted. */
+int sk__file_list(const struct sk_url *u, const char *url,
+    struct sk_strlist *out, struct sk_error *err);
 extern const struct sk__source_ops sk__source_http_ops;
 extern const struct sk__source_ops sk__source_gs_ops;
 extern const struct sk__source_ops sk__source_s3_ops;

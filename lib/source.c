@@ -274,14 +274,14 @@ sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
 	if ((rc = sk_url_parse(url, &u, err)) != 0)
 		return rc;
 	ops = backend(u.scheme);
-	if (ops != NULL && ops->list_entries != NULL)
-		rc = folder_urls(ops, &u, url, out, err);
-	else if (ops == NULL || ops->list == NULL)
+	if (u.scheme == SK_SCHEME_FILE)
+		rc = sk__file_list(&u, url, out, err);
+	else if (ops == NULL || ops->list_entries == NULL)
 		rc = sk_error_set(err, SK_EUNSUPPORTED,
 		    "%s: listing %s:// is not built into this shardkit", url,
 		    sk_scheme_name(u.scheme));
 	else
-		rc = ops->list(&u, url, out, err);
+		rc = folder_urls(ops, &u, url, out, err);
 	sk_url_free(&u);
 	return rc;
 }
