@@ -1,12 +1,19 @@
 /*
  * test_listing.c - folder listings with metadata: which names a folder
- * may hold, the order and uniqueness of its entries, and the times the
- * servers write.
+ * may hold, the order and uniqueness of its entries, the times the
+ * servers write, what nginx, GCS and S3 listings are read as, and whole
+ * listings over pages against a canned server on loopback.
  */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -516,5 +523,312 @@ TEST(listing_s3_bad)
 	CHECK_ERR(sk__s3_parse_list("<!DOCTYPE x><x/>", 16, "dir/",
 	    "s3://b/dir/", &e, token, sizeof token, &truncated, &err),
 	    SK_EFORMAT, &err);
+	CHECK_EQ_INT((int)e.n, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* whole listings against a server                                          */
+
+/* A route: a request whose request line holds match gets body (the first
+ * route that matches; a 404 when none does). */
+struct route {
+	const char *match;
+	const char *body;
+};
+
+static struct {
+	int fd;
+	const struct route *routes;
+	int requests;
+} srv;
+
+static void
+send_all(int fd, const char *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0 && (w = send(fd, p, n, MSG_NOSIGNAL)) > 0) {
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void *
+serve(void *arg)
+{
+	const struct route *r;
+	char req[8192], head[200];
+	const char *body;
+	ssize_t got;
+	size_t n;
+	int c;
+
+	(void)arg;
+	while ((c = accept(srv.fd, NULL, NULL)) >= 0) {
+		n = 0;
+		req[0] = '\0';
+		while (strstr(req, "\r\n\r\n") == NULL && n < sizeof req - 1 &&
+		    (got = recv(c, req + n, sizeof req - 1 - n, 0)) > 0) {
+			n += (size_t)got;
+			req[n] = '\0';
+		}
+		req[strcspn(req, "\r\n")] = '\0';
+		for (r = srv.routes; r->match != NULL &&
+		    strstr(req, r->match) == NULL; r++)
+			;
+		body = r->match != NULL ? r->body : "{}";
+		snprintf(head, sizeof head, "HTTP/1.1 %s\r\nContent-Length: "
+		    "%zu\r\nConnection: close\r\n\r\n", r->match != NULL ?
+		    "200 OK" : "404 Not Found", strlen(body));
+		send_all(c, head, strlen(head));
+		send_all(c, body, strlen(body));
+		close(c);
+		__atomic_add_fetch(&srv.requests, 1, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+/* Serve routes on 127.0.0.1 for the rest of the test: the port. */
+static int
+serve_start(const struct route *routes)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof a;
+	pthread_t t;
+
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK((srv.fd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	CHECK(bind(srv.fd, (struct sockaddr *)&a, sizeof a) == 0);
+	CHECK(listen(srv.fd, 16) == 0);
+	CHECK(getsockname(srv.fd, (struct sockaddr *)&a, &len) == 0);
+	srv.routes = routes;
+	CHECK(pthread_create(&t, NULL, serve, NULL) == 0);
+	pthread_detach(t);
+	setenv("no_proxy", "*", 1);
+	setenv("NO_PROXY", "*", 1);
+	return ntohs(a.sin_port);
+}
+
+static int
+requests(void)
+{
+	return __atomic_load_n(&srv.requests, __ATOMIC_SEQ_CST);
+}
+
+/* The strings of l joined by spaces. */
+static const char *
+joined(const struct sk_strlist *l)
+{
+	static char buf[2000];
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < l->n && n < sizeof buf; i++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s",
+		    i ? " " : "", l->v[i]);
+	return buf;
+}
+
+/*
+ * nginx: the entries sorted by name; sk_source_list gives the files'
+ * URLs sorted as URLs, as before ("[" escaped is "%5B", before "A").
+ */
+TEST(listing_http_server)
+{
+	static const struct route routes[] = {
+		{ "GET /d/ ", "[{\"name\":\"Ax.tar\",\"type\":\"file\","
+		    "\"size\":1,\"mtime\":\"Thu, 01 Jan 1970 00:00:01 GMT\"},"
+		    "{\"name\":\"sub\",\"type\":\"file\",\"size\":3},"
+		    "{\"name\":\"[x.tar\",\"type\":\"file\",\"size\":2},"
+		    "{\"name\":\"sub\",\"type\":\"directory\"},"
+		    "{\"name\":\"notes.txt\",\"type\":\"file\",\"size\":4}]" },
+		{ "GET /bad/ ", "[{\"name\":\"a\",\"type\":\"file\"}]" },
+		{ NULL, NULL },
+	};
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_strlist l = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	char url[200], want[1000];
+	const char *msg;
+	int port = serve_start(routes);
+
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/d/", port);
+	CHECK_OK(sk__source_list_entries(url, &e, &err), &err);
+	CHECK_EQ_STR(names(&e), "Ax.tar [x.tar notes.txt sub/ sub");
+	CHECK(e.v[0].size == 1 && e.v[0].mtime == 1);
+	CHECK(e.v[1].size == 2 && e.v[1].mtime == 0);
+	sk__entries_free(&e);
+
+	CHECK_OK(sk_strlist_push(&l, "already-there"), &err);
+	CHECK_OK(sk_source_list(url, &l, &err), &err);
+	snprintf(want, sizeof want, "already-there %s%%5Bx.tar %sAx.tar "
+	    "%snotes.txt %ssub", url, url, url, url);
+	CHECK_EQ_STR(joined(&l), want);
+	sk_strlist_free(&l);
+	CHECK_OK(sk_source_list_shards(url, &l, &err), &err);
+	snprintf(want, sizeof want, "%s%%5Bx.tar %sAx.tar", url, url);
+	CHECK_EQ_STR(joined(&l), want);
+	sk_strlist_free(&l);
+
+	/* A file with no size: nothing listed, the folder named. */
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/bad/", port);
+	msg = CHECK_ERR(sk_source_list(url, &l, &err), SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, url);
+	CHECK_EQ_INT((int)l.n, 0);
+
+	/* A folder ends in '/'; the message keeps the password out. */
+	snprintf(url, sizeof url, "http://u:s3cret@127.0.0.1:%d/d", port);
+	msg = CHECK_ERR(sk__source_list_entries(url, &e, &err), SK_EINVAL,
+	    &err);
+	CHECK_CONTAINS(msg, "a folder URL ends in '/'");
+	CHECK(strstr(msg, "s3cret") == NULL);
+	msg = CHECK_ERR(sk__source_list_entries("file:///tmp/", &e, &err),
+	    SK_EUNSUPPORTED, &err);
+	CHECK_CONTAINS(msg, "file:///tmp/: file:// folders are not listed");
+	CHECK_EQ_INT((int)e.n, 0);
+}
+
+/*
+ * GCS over two pages (STORAGE_EMULATOR_HOST: plain http, no token): the
+ * objects of both, the folder's marker left out, a subfolder listed on
+ * both pages once, beside an object of its name; a server that repeats
+ * its token or ignores its page size, and a bad size, are refused.
+ */
+TEST(listing_gcs_server)
+{
+	static const struct route routes[] = {
+		{ "/b/bkt/o?prefix=d%2F&delimiter=%2F&maxResults=1000&pageToken"
+		    "=t1 ", "{\"prefixes\": [\"d/m/\", \"d/z/\"], \"items\": ["
+		    "{\"name\": \"d/m\", \"size\": \"5\", \"generation\": "
+		    "\"18\"}, {\"name\": \"d/a.tar\", \"size\": \"10\", "
+		    "\"generation\": \"19\"}]}" },
+		{ "/b/bkt/o?prefix=d%2F&delimiter=%2F&maxResults=1000 ",
+		    "{\"nextPageToken\": \"t1\", \"prefixes\": [\"d/m/\"], "
+		    "\"items\": [{\"name\": \"d/\", \"size\": \"0\", "
+		    "\"generation\": \"1\"}, {\"name\": \"d/c.tar\", \"size\":"
+		    " \"30\", \"generation\": \"17\", \"updated\": "
+		    "\"2026-01-15T10:00:00.000Z\"}]}" },
+		{ "/b/loop/o?", "{\"nextPageToken\": \"t1\", \"items\": []}" },
+		{ "/b/big/o?prefix=&delimiter=%2F&maxResults=1 ",
+		    "{\"items\": [{\"name\": \"a\", \"size\": \"1\"}], "
+		    "\"prefixes\": [\"b/\"]}" },
+		{ "/b/bad/o?", "{\"items\": [{\"name\": \"d/a\", \"size\": "
+		    "\"1\"}, {\"name\": \"d/b\", \"size\": \"1.0\"}]}" },
+		{ NULL, NULL },
+	};
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_strlist l = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	const struct sk__entry *x;
+	char host[64];
+	const char *msg;
+
+	snprintf(host, sizeof host, "127.0.0.1:%d", serve_start(routes));
+	setenv("STORAGE_EMULATOR_HOST", host, 1);
+	unsetenv("SK_LIST_PAGE");
+	CHECK_OK(sk__source_list_entries("gs://bkt/d/", &e, &err), &err);
+	CHECK_EQ_INT(requests(), 2);
+	CHECK_EQ_STR(names(&e), "a.tar c.tar m/ m z/");
+	x = find(&e, "c.tar", 0);
+	CHECK(x->size == 30 && x->mtime == 1768471200);
+	CHECK_EQ_STR(x->version, "17");
+	CHECK_EQ_STR(find(&e, "m", 0)->version, "18");
+	sk__entries_free(&e);
+	CHECK_OK(sk_source_list("gs://bkt/d/", &l, &err), &err);
+	CHECK_EQ_STR(joined(&l), "gs://bkt/d/a.tar gs://bkt/d/c.tar "
+	    "gs://bkt/d/m");
+	sk_strlist_free(&l);
+
+	msg = CHECK_ERR(sk__source_list_entries("gs://loop/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "gs://loop/d/: the listing repeats its page token");
+	/* Folders count against the names a page was asked for. */
+	setenv("SK_LIST_PAGE", "1", 1);
+	msg = CHECK_ERR(sk__source_list_entries("gs://big/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "gs://big/: page 1 of the listing holds 2 names, "
+	    "more than the 1 asked for");
+	sk__entries_free(&e);
+	unsetenv("SK_LIST_PAGE");
+	msg = CHECK_ERR(sk__source_list_entries("gs://bad/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "gs://bad/d/: the listing gives an object a size");
+	/* What was added before the failure stays. */
+	CHECK_EQ_STR(names(&e), "a");
+	sk__entries_free(&e);
+}
+
+/* S3 over two pages (path style at a custom endpoint, signed): as GCS. */
+TEST(listing_s3_server)
+{
+	static const struct route routes[] = {
+		{ "GET /bkt/?list-type=2&prefix=d%2F&delimiter=%2F&"
+		    "max-keys=1000&continuation-token=c%2F1 ",
+		    "<ListBucketResult><IsTruncated>false</IsTruncated>"
+		    "<Contents><Key>d/m</Key><Size>5</Size>"
+		    "<ETag>&quot;e2&quot;</ETag></Contents>"
+		    "<Contents><Key>d/a.tar</Key><Size>10</Size>"
+		    "<ETag>&quot;e3&quot;</ETag></Contents>"
+		    "<CommonPrefixes><Prefix>d/m/</Prefix></CommonPrefixes>"
+		    "<CommonPrefixes><Prefix>d/z/</Prefix></CommonPrefixes>"
+		    "</ListBucketResult>" },
+		{ "GET /bkt/?list-type=2&prefix=d%2F&delimiter=%2F&"
+		    "max-keys=1000 ",
+		    "<ListBucketResult><IsTruncated>true</IsTruncated>"
+		    "<NextContinuationToken>c/1</NextContinuationToken>"
+		    "<Contents><Key>d/</Key><Size>0</Size></Contents>"
+		    "<Contents><Key>d/c.tar</Key>"
+		    "<LastModified>2009-10-12T17:50:30.000Z</LastModified>"
+		    "<ETag>&quot;e1&quot;</ETag><Size>30</Size>"
+		    "</Contents><CommonPrefixes><Prefix>d/m/</Prefix>"
+		    "</CommonPrefixes></ListBucketResult>" },
+		{ "GET /loop/?", "<ListBucketResult><IsTruncated>true"
+		    "</IsTruncated><NextContinuationToken>c1"
+		    "</NextContinuationToken></ListBucketResult>" },
+		{ "GET /bad/?", "<ListBucketResult><Contents><Key>d/a</Key>"
+		    "<Size>1</Size><ETag>\"a b\"</ETag></Contents>"
+		    "</ListBucketResult>" },
+		{ NULL, NULL },
+	};
+	struct sk__entries e = { NULL, 0, 0 };
+	struct sk_strlist l = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
+	const struct sk__entry *x;
+	char ep[64];
+	const char *msg;
+
+	snprintf(ep, sizeof ep, "http://127.0.0.1:%d", serve_start(routes));
+	setenv("AWS_ENDPOINT_URL", ep, 1);
+	setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/EXAMPLEKEY", 1);
+	setenv("AWS_REGION", "us-east-1", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", t_path("none"), 1);
+	setenv("AWS_CONFIG_FILE", t_path("none"), 1);
+	unsetenv("AWS_ENDPOINT_URL_S3");
+	unsetenv("SK_S3_ADDRESSING");
+	unsetenv("SK_LIST_PAGE");
+	CHECK_OK(sk__source_list_entries("s3://bkt/d/", &e, &err), &err);
+	CHECK_EQ_INT(requests(), 2);
+	CHECK_EQ_STR(names(&e), "a.tar c.tar m/ m z/");
+	x = find(&e, "c.tar", 0);
+	CHECK(x->size == 30 && x->mtime == 1255369830);
+	CHECK_EQ_STR(x->version, "\"e1\"");
+	CHECK_EQ_STR(find(&e, "m", 0)->version, "\"e2\"");
+	sk__entries_free(&e);
+	CHECK_OK(sk_source_list("s3://bkt/d/", &l, &err), &err);
+	CHECK_EQ_STR(joined(&l), "s3://bkt/d/a.tar s3://bkt/d/c.tar "
+	    "s3://bkt/d/m");
+	sk_strlist_free(&l);
+
+	msg = CHECK_ERR(sk__source_list_entries("s3://loop/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "s3://loop/d/: the listing is truncated with no "
+	    "new continuation token");
+	msg = CHECK_ERR(sk__source_list_entries("s3://bad/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "s3://bad/d/: the listing gives an object an ETag");
+	CHECK(strstr(msg, "EXAMPLEKEY") == NULL);
 	CHECK_EQ_INT((int)e.n, 0);
 }
