@@ -13,6 +13,8 @@
 
 #include "shardkit.h"
 
+struct sk__entries;
+
 /* ------------------------------------------------------------------------ */
 /* S3 and compatible stores (aws.c, sigv4.c)                               */
 
@@ -91,13 +93,17 @@ struct sk__s3_error {
 };
 int sk__s3_parse_error(const char *xml, size_t n, struct sk__s3_error *e);
 
-/* One ListObjectsV2 page: "s3://BUCKET/KEY" pushed to out for each key
- * right under prefix (deeper keys are dropped), NextContinuationToken in
- * token ("" when none) and IsTruncated in *truncated. Also SK_ENOMEM;
- * what was pushed before a failure stays in out. */
-int sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
-    const char *prefix, struct sk_strlist *out, char *token, size_t tokenlen,
-    int *truncated);
+/* One ListObjectsV2 page (delimiter '/'): the objects of its Contents
+ * right under prefix with their Size, ETag and LastModified, and the
+ * folders of its CommonPrefixes, appended to out, names relative to
+ * prefix (other keys are dropped); NextContinuationToken in token (""
+ * when none) and IsTruncated in *truncated. Also SK_EFORMAT with err set
+ * naming display for an object's Size that is not decimal digits or an
+ * ETag that cannot be a version, and SK_ENOMEM; what was added before a
+ * failure stays in out. */
+int sk__s3_parse_list(const char *xml, size_t n, const char *prefix,
+    const char *display, struct sk__entries *out, char *token,
+    size_t tokenlen, int *truncated, struct sk_error *err);
 
 /* An InitiateMultipartUploadResult's UploadId; SK_EFORMAT when none. */
 int sk__s3_parse_upload_id(const char *xml, size_t n, char *id,
@@ -131,14 +137,17 @@ void sk__gcs_parse_error(const char *body, size_t len, char *message,
 int sk__gcs_parse_meta(const char *text, size_t len, const char *display,
     char gen[32], uint64_t *size, struct sk_error *err);
 
-/* One objects.list page: "gs://BUCKET/NAME" pushed to out for each of
- * "items" right under prefix (other names are dropped: a server may not
- * add objects from elsewhere to a folder), and "nextPageToken",
- * URI-escaped, in *next (NULL when none; the caller frees it). 0,
- * SK_EFORMAT, SK_ENOMEM. */
-int sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
-    const char *prefix, const char *display, struct sk_strlist *out,
-    char **next, struct sk_error *err);
+/* One objects.list page (delimiter '/'): the objects of "items" right
+ * under prefix with their size, generation and update time, and the
+ * folders of "prefixes", appended to out, names relative to prefix (other
+ * names are dropped: a server may not add objects from elsewhere to a
+ * folder); "nextPageToken", URI-escaped, in *next (NULL when none; the
+ * caller frees it). 0, SK_EFORMAT (also for an object's size or
+ * generation that is not decimal digits), SK_ENOMEM; what was added
+ * before a failure stays in out. */
+int sk__gcs_parse_list(const char *text, size_t len, const char *prefix,
+    const char *display, struct sk__entries *out, char **next,
+    struct sk_error *err);
 
 /* An OAuth2 token response {"access_token", "expires_in", "token_type"}:
  * the token and its lifetime in seconds. from names the endpoint. */

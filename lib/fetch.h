@@ -106,10 +106,12 @@ void sk__range_free(struct sk__range *r);
 /* Content-Range "bytes A-B/T" (RFC 9110 14.4): 0 and A <= B, T (or
  * UINT64_MAX for "*"); -1 when malformed. */
 int sk__parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t);
-/* The files of an nginx JSON autoindex of folder url (ending in '/'),
- * as full URLs appended to out, sorted. display names it in messages. */
-int sk__http_listing(const char *text, size_t len, const char *url,
-    const char *display, struct sk_strlist *out, struct sk_error *err);
+/* The files and folders of an nginx JSON autoindex, appended to out in
+ * its order: 0, SK_EFORMAT (not a listing; a file without a size in
+ * bytes), SK_ENOMEM. display names the folder in messages. */
+struct sk__entries;
+int sk__http_listing(const char *text, size_t len, const char *display,
+    struct sk__entries *out, struct sk_error *err);
 
 /* GET a whole resource of at most max bytes (a manifest, a listing) into
  * *out (malloc'd, NUL-terminated), retried like every transfer. */

@@ -41,6 +41,8 @@ int sk__check(struct sk__handle *h, uint32_t magic, const char *fn);
 int sk__verror_set(struct sk_error *err, int code, const char *fmt,
     va_list ap);
 
+struct sk__entries;
+
 /*
  * A source backend. Each scheme provides one of these; sk_source_open picks
  * it by the URL's scheme. read is sequential from pos; pread must not move
@@ -67,8 +69,11 @@ struct sk__source_ops {
 	int (*open_pinned)(sk_source *s, const struct sk_url *u,
 	    uint64_t size, const char *version);
 	void (*close)(sk_source *s);
-	int (*list)(const struct sk_url *u, const char *url,
-	    struct sk_strlist *out, struct sk_error *err);
+	/* Optional: append the entries right under the folder url (its
+	 * '/' checked), in any order (sk__source_list_entries sorts). The
+	 * file backend has none: sk__file_list lists a local folder. */
+	int (*list_entries)(const struct sk_url *u, const char *url,
+	    struct sk__entries *out, struct sk_error *err);
 	/* Optional: store size bytes as the object url (a bucket). */
 	int (*put)(const struct sk_url *u, const char *url, const void *data,
 	    uint64_t size, struct sk_error *err);
@@ -109,6 +114,10 @@ int sk__source_open_pinned(sk_source **out, const char *url, uint64_t size,
 struct sk__stream *sk__source_stream(sk_source *s);
 
 extern const struct sk__source_ops sk__source_file_ops;
+/* A local folder's regular files (not its subfolders, nor names that
+ * begin with a dot) as paths under u->path, appended to out, sorted. */
+int sk__file_list(const struct sk_url *u, const char *url,
+    struct sk_strlist *out, struct sk_error *err);
 extern const struct sk__source_ops sk__source_http_ops;
 extern const struct sk__source_ops sk__source_gs_ops;
 extern const struct sk__source_ops sk__source_s3_ops;
@@ -141,15 +150,75 @@ void sk__md5_hex(const unsigned char *digest, char out[33]);
 /* RFC 3986 unreserved characters pass (and '/' when keep_slash); the
  * rest is %XX. malloc'd, NULL when out of memory. */
 char *sk__uri_escape(const char *name, int keep_slash);
+/* ------------------------------------------------------------------------ */
+/* folder listings with metadata (listing.c)                                */
+
+/* An object or a folder right under a listed folder. */
+struct sk__entry {
+	char *name;		/* one path segment: never "", ".", "..", and
+				 * no '/' or NUL in it */
+	int dir;		/* a folder: a common prefix (S3
+				 * CommonPrefixes, GCS "prefixes") or nginx's
+				 * "directory" */
+	uint64_t size;		/* bytes; 0 for a folder */
+	int64_t mtime;		/* seconds since the epoch, 0 when not given */
+	char version[128];	/* what pins this version of the object for
+				 * reads: the GCS "generation" (decimal
+				 * digits), the S3 ETag as sent, quotes
+				 * included; "" for http (nginx lists none)
+				 * and for folders */
+};
+
+struct sk__entries {
+	struct sk__entry *v;
+	size_t n, cap;
+};
+
+/* The objects and folders right under the folder url (http(s)://, gs://
+ * or s3://, ending in '/'), over every page, sorted by name (bytewise,
+ * strcmp), each name once for each kind (an S3 key "a" and a prefix "a/"
+ * give two entries, the folder first). 0, or < 0 with err set naming the
+ * URL. What was added before a failure stays in out. */
+int sk__source_list_entries(const char *url, struct sk__entries *out,
+    struct sk_error *err);
+void sk__entries_free(struct sk__entries *e);
+
+/* What the parsers of listings share. A name of len bytes is one path
+ * segment: not empty, "." or "..", no '/' or NUL. */
+int sk__entry_name_ok(const char *name, size_t len);
+/* The name of a key right under the folder prefix: past prefix, less the
+ * '/' that ends a common prefix (dir), into key; NULL when that is not
+ * one segment (another folder's key, a deeper one, the folder's own
+ * marker "prefix/"), else *len is its length. */
+const char *sk__entry_under(const char *key, size_t keylen,
+    const char *prefix, int dir, size_t *len);
+/* A version a listing may give: at most 127 bytes, printable ASCII with
+ * no blank (it goes into a request as it is). */
+int sk__entry_version_ok(const char *v);
+/* Decimal digits only (no sign, no blank, not empty) that fit: 0, or -1. */
+int sk__parse_u64(const char *s, uint64_t *v);
+/* Append an entry (a copy of name); a folder keeps no size or version.
+ * 0, SK_ENOMEM, or SK_EINVAL for a name or version that is not one. */
+int sk__entries_add(struct sk__entries *e, const char *name, size_t len,
+    int dir, uint64_t size, int64_t mtime, const char *version);
+/* Sort e->v[first..] by name, the folder before the object of the same
+ * name, and keep one of each name and kind. */
+void sk__entries_sort(struct sk__entries *e, size_t first);
+/* Seconds since the epoch of an RFC 3339 time ("2009-10-12T17:50:30.000Z",
+ * S3 and GCS) or an IMF-fixdate ("Wed, 25 Nov 2026 16:30:00 GMT", nginx);
+ * 0 when s is not one. */
+int64_t sk__time_rfc3339(const char *s);
+int64_t sk__time_http(const char *s);
+
 /* Names per page of a bucket listing: SK_LIST_PAGE, else 1000. */
 int sk__list_page(void);
-/* A listing's names (out) after its page 'page' (1-based), which found
- * out->n - before of them, start being out->n before the first page: 0,
- * or an error when the page holds more than were asked for or the folder
- * more than a million (a server that ignores its page size, or lists
- * without end). */
-int sk__list_check(const char *url, int page, const struct sk_strlist *out,
-    size_t before, size_t start, struct sk_error *err);
+/* A listing's n names (or entries: objects and folders alike) after its
+ * page 'page' (1-based), which found n - before of them, start being the
+ * count before the first page: 0, or an error when the page holds more
+ * than were asked for or the folder more than a million (a server that
+ * ignores its page size, or lists without end). */
+int sk__list_check(const char *url, int page, size_t n, size_t before,
+    size_t start, struct sk_error *err);
 
 char *sk__strdup(const char *s);
 char *sk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -210,6 +210,97 @@ sk_source_close(sk_source *s)
 	free(s);
 }
 
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The entries of the folder url from its backend, sorted. */
+static int
+folder_entries(const struct sk__source_ops *ops, const struct sk_url *u,
+    const char *url, struct sk__entries *out, struct sk_error *err)
+{
+	size_t first = out->n, n = strlen(url);
+	char *display;
+	int rc;
+
+	if (n == 0 || url[n - 1] != '/') {
+		if ((display = sk_url_redact(url)) == NULL)
+			return sk_error_set(err, SK_ENOMEM, "out of memory");
+		rc = sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in "
+		    "'/'", display);
+		free(display);
+		return rc;
+	}
+	if ((rc = ops->list_entries(u, url, out, err)) == 0)
+		sk__entries_sort(out, first);
+	return rc;
+}
+
+int
+sk__source_list_entries(const char *url, struct sk__entries *out,
+    struct sk_error *err)
+{
+	const struct sk__source_ops *ops;
+	struct sk_url u;
+	int rc;
+
+	if ((rc = sk_url_parse(url, &u, err)) != 0)
+		return rc;
+	ops = backend(u.scheme);
+	if (ops == NULL || ops->list_entries == NULL)
+		rc = sk_error_set(err, SK_EUNSUPPORTED, "%s: %s:// folders are "
+		    "not listed with sizes and times (http(s)://, gs:// and "
+		    "s3:// ones are)", url, sk_scheme_name(u.scheme));
+	else
+		rc = folder_entries(ops, &u, url, out, err);
+	sk_url_free(&u);
+	return rc;
+}
+
+/*
+ * A remote folder's objects as full URLs, in the URLs' order: an http
+ * name goes into its URL escaped (a '%' sorts before the letters its
+ * character did not), a bucket's key as it is. Nothing is added on a
+ * failure.
+ */
+static int
+folder_urls(const struct sk__source_ops *ops, const struct sk_url *u,
+    const char *url, struct sk_strlist *out, struct sk_error *err)
+{
+	struct sk__entries e = { NULL, 0, 0 };
+	int http = u->scheme == SK_SCHEME_HTTP || u->scheme == SK_SCHEME_HTTPS;
+	size_t i, first = out->n;
+	char *name = NULL, *full;
+	int rc;
+
+	rc = folder_entries(ops, u, url, &e, err);
+	for (i = 0; rc == 0 && i < e.n; i++) {
+		if (e.v[i].dir)
+			continue;
+		if (http)
+			full = (name = sk__uri_escape(e.v[i].name, 0)) == NULL ?
+			    NULL : sk__asprintf("%s%s", url, name);
+		else
+			full = sk__asprintf("%s://%s/%s%s",
+			    sk_scheme_name(u->scheme), u->host, u->path,
+			    e.v[i].name);
+		if (full == NULL || sk_strlist_push(out, full) != 0)
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+		free(name);
+		free(full);
+		name = NULL;
+	}
+	sk__entries_free(&e);
+	if (rc != 0) {
+		while (out->n > first)
+			free(out->v[--out->n]);
+	} else if (out->n - first > 1)
+		qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
+	return rc;
+}
+
 int
 sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
 {
@@ -220,12 +311,14 @@ sk_source_list(const char *url, struct sk_strlist *out, struct sk_error *err)
 	if ((rc = sk_url_parse(url, &u, err)) != 0)
 		return rc;
 	ops = backend(u.scheme);
-	if (ops == NULL || ops->list == NULL)
+	if (u.scheme == SK_SCHEME_FILE)
+		rc = sk__file_list(&u, url, out, err);
+	else if (ops == NULL || ops->list_entries == NULL)
 		rc = sk_error_set(err, SK_EUNSUPPORTED,
 		    "%s: listing %s:// is not built into this shardkit", url,
 		    sk_scheme_name(u.scheme));
 	else
-		rc = ops->list(&u, url, out, err);
+		rc = folder_urls(ops, &u, url, out, err);
 	sk_url_free(&u);
 	return rc;
 }
@@ -369,14 +462,14 @@ sk__list_page(void)
 }
 
 int
-sk__list_check(const char *url, int page, const struct sk_strlist *out,
-    size_t before, size_t start, struct sk_error *err)
+sk__list_check(const char *url, int page, size_t n, size_t before,
+    size_t start, struct sk_error *err)
 {
-	if (out->n - before > (size_t)sk__list_page())
+	if (n - before > (size_t)sk__list_page())
 		return sk_error_set(err, SK_EFORMAT, "%s: page %d of the "
 		    "listing holds %zu names, more than the %d asked for",
-		    url, page, out->n - before, sk__list_page());
-	if (out->n - start > LIST_NAMES_MAX)
+		    url, page, n - before, sk__list_page());
+	if (n - start > LIST_NAMES_MAX)
 		return sk_error_set(err, SK_ETOOBIG, "%s: more than %d names "
 		    "in one folder", url, LIST_NAMES_MAX);
 	return 0;

@@ -129,9 +129,9 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int
-file_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
-    struct sk_error *err)
+int
+sk__file_list(const struct sk_url *u, const char *url,
+    struct sk_strlist *out, struct sk_error *err)
 {
 	size_t first = out->n, len = strlen(u->path);
 	const char *sep = len > 0 && u->path[len - 1] == '/' ? "" : "/";
@@ -170,5 +170,4 @@ const struct sk__source_ops sk__source_file_ops = {
 	.pread = file_pread,
 	.size = file_size,
 	.close = file_close,
-	.list = file_list,
 };

@@ -656,17 +656,20 @@ gs_open_pinned(sk_source *s, const struct sk_url *u, uint64_t size,
 	return rc;
 }
 
-/* One page of objects.list: the names, and the next page's token. */
+/*
+ * One page of objects.list with a delimiter: objects ("items", with their
+ * "size", "generation" and "updated") and folders ("prefixes") right
+ * under prefix, and the next page's token.
+ */
 int
-sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
-    const char *prefix, const char *display, struct sk_strlist *out,
-    char **next, struct sk_error *err)
+sk__gcs_parse_list(const char *text, size_t len, const char *prefix,
+    const char *display, struct sk__entries *out, char **next,
+    struct sk_error *err)
 {
-	size_t plen = strlen(prefix);
-	json_t *root, *items, *it;
-	const char *name, *tok;
-	char *url;
-	size_t i;
+	json_t *root, *items, *prefixes, *it, *name, *g;
+	const char *nm, *sz, *gen, *updated, *tok;
+	uint64_t size;
+	size_t i, n;
 	int rc = 0;
 
 	*next = NULL;
@@ -678,14 +681,39 @@ sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
 	json_array_foreach(items, i, it) {
 		if (rc != 0)
 			break;
-		if ((name = json_string_value(json_object_get(it, "name"))) ==
-		    NULL || strncmp(name, prefix, plen) != 0 ||
-		    strchr(name + plen, '/') != NULL)
+		name = json_object_get(it, "name");
+		if ((nm = json_string_value(name)) == NULL ||
+		    (nm = sk__entry_under(nm, json_string_length(name), prefix,
+		    0, &n)) == NULL)
 			continue;
-		if ((url = sk__asprintf("gs://%s/%s", bucket, name)) == NULL ||
-		    sk_strlist_push(out, url) != 0)
+		/* The JSON API's uint64 and int64 are strings of digits. */
+		sz = json_string_value(json_object_get(it, "size"));
+		g = json_object_get(it, "generation");
+		gen = json_string_value(g);
+		updated = json_string_value(json_object_get(it, "updated"));
+		if (sz == NULL || sk__parse_u64(sz, &size) != 0)
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing "
+			    "gives an object a size that is not decimal digits",
+			    display);
+		else if (g != NULL && (gen == NULL || *gen == '\0' ||
+		    strspn(gen, "0123456789") != strlen(gen) ||
+		    !sk__entry_version_ok(gen)))
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing "
+			    "gives an object a generation that is not 1 to 127 "
+			    "decimal digits", display);
+		else if (sk__entries_add(out, nm, n, 0, size, updated != NULL ?
+		    sk__time_rfc3339(updated) : 0, gen != NULL ? gen : "") != 0)
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
-		free(url);
+	}
+	prefixes = json_object_get(root, "prefixes");
+	json_array_foreach(prefixes, i, it) {
+		if (rc != 0)
+			break;
+		if ((nm = json_string_value(it)) != NULL &&
+		    (nm = sk__entry_under(nm, json_string_length(it), prefix, 1,
+		    &n)) != NULL && sk__entries_add(out, nm, n, 1, 0, 0,
+		    "") != 0)
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
 	tok = json_string_value(json_object_get(root, "nextPageToken"));
 	if (rc == 0 && tok != NULL && *tok != '\0' &&
@@ -696,17 +724,14 @@ sk__gcs_parse_list(const char *text, size_t len, const char *bucket,
 }
 
 static int
-gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
-    struct sk_error *err)
+gs_list_entries(const struct sk_url *u, const char *url,
+    struct sk__entries *out, struct sk_error *err)
 {
 	struct sk__req r;
 	char *prefix = NULL, *tok = NULL, *next = NULL, *q = NULL;
-	size_t n = strlen(url), start = out->n, before = out->n;
+	size_t start = out->n, before = out->n;
 	int rc, pages;
 
-	if (n == 0 || url[n - 1] != '/')
-		return sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in "
-		    "'/'", url);
 	if ((rc = gcs_creds(err)) != 0)
 		return rc;
 	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
@@ -723,12 +748,12 @@ gs_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		if ((rc = gcs_request(&r, "GET", q, url, NULL, NULL, 0,
 		    LIST_PAGE_MAX, err)) != 0)
 			break;
-		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->host, u->path,
-		    url, out, &next, err);
+		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->path, url, out,
+		    &next, err);
 		sk__req_free(&r);
 		if (rc == 0)
-			rc = sk__list_check(url, pages + 1, out, before, start,
-			    err);
+			rc = sk__list_check(url, pages + 1, out->n, before,
+			    start, err);
 		before = out->n;
 		if (rc != 0 || next == NULL)
 			break;
@@ -967,7 +992,7 @@ const struct sk__source_ops sk__source_gs_ops = {
 	.peek = sk__remote_peek,
 	.size = sk__remote_size,
 	.close = sk__remote_close,
-	.list = gs_list,
+	.list_entries = gs_list_entries,
 	.put = gs_put,
 	.del = gs_del,
 };

@@ -134,28 +134,22 @@ sk__remote_close(sk_source *s)
 	s->impl = NULL;
 }
 
-static int
-cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /*
  * nginx "autoindex on; autoindex_format json;": an array of
- * {"name", "type": "file"|"directory"|..., "mtime", "size"}. Files only,
- * not recursive, as the local listing; a name with a '/' or a leading dot
- * is not one of the folder's files.
+ * {"name", "type": "file"|"directory"|"other", "mtime", "size"}, one
+ * folder deep. nginx lists no name that begins with a dot (its autoindex
+ * skips them), and neither does this; "other" (a device, a socket) is
+ * neither a file nor a folder.
  */
 int
-sk__http_listing(const char *text, size_t len, const char *url,
-    const char *display, struct sk_strlist *out, struct sk_error *err)
+sk__http_listing(const char *text, size_t len, const char *display,
+    struct sk__entries *out, struct sk_error *err)
 {
-	size_t first = out->n, i;
-	const char *type, *nm;
-	char *name, *full;
+	const char *type, *nm, *mt;
 	json_error_t jerr;
-	json_t *root, *e;
-	int rc = 0;
+	json_t *root, *e, *name, *size;
+	size_t i, n;
+	int dir, rc = 0;
 
 	root = json_loadb(text, len, 0, &jerr);
 	if (root == NULL || !json_is_array(root)) {
@@ -165,49 +159,52 @@ sk__http_listing(const char *text, size_t len, const char *url,
 		    "; give a manifest or a pattern instead)", display);
 	}
 	json_array_foreach(root, i, e) {
-		nm = json_string_value(json_object_get(e, "name"));
+		name = json_object_get(e, "name");
 		type = json_string_value(json_object_get(e, "type"));
-		if (nm == NULL || type == NULL || strcmp(type, "file") != 0 ||
-		    nm[0] == '.' || nm[0] == '\0' || strchr(nm, '/') != NULL)
+		if ((nm = json_string_value(name)) == NULL || type == NULL)
 			continue;
-		if ((name = sk__uri_escape(nm, 0)) == NULL ||
-		    (full = sk__asprintf("%s%s", url, name)) == NULL) {
-			free(name);
-			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+		if (strcmp(type, "directory") == 0)
+			dir = 1;
+		else if (strcmp(type, "file") == 0)
+			dir = 0;
+		else
+			continue;
+		n = json_string_length(name);
+		if (!sk__entry_name_ok(nm, n) || nm[0] == '.')
+			continue;
+		/* nginx gives every file its size as a JSON integer. */
+		size = json_object_get(e, "size");
+		if (!dir && (!json_is_integer(size) ||
+		    json_integer_value(size) < 0)) {
+			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing "
+			    "gives a file no size in bytes", display);
 			break;
 		}
-		free(name);
-		rc = sk_strlist_push(out, full);
-		free(full);
-		if (rc != 0) {
+		mt = json_string_value(json_object_get(e, "mtime"));
+		if (sk__entries_add(out, nm, n, dir, dir ? 0 :
+		    (uint64_t)json_integer_value(size), mt != NULL ?
+		    sk__time_http(mt) : 0, "") != 0) {
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
 			break;
 		}
 	}
 	json_decref(root);
-	/* An empty list may have no array at all: nothing to sort. */
-	if (rc == 0 && out->n > first)
-		qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
 	return rc;
 }
 
 static int
-http_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
-    struct sk_error *err)
+http_list_entries(const struct sk_url *u, const char *url,
+    struct sk__entries *out, struct sk_error *err)
 {
-	size_t len = 0, n = strlen(url);
+	size_t len = 0;
 	char *text = NULL, *display;
 	int rc;
 
 	(void)u;
 	if ((display = sk_url_redact(url)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	if (n == 0 || url[n - 1] != '/')
-		rc = sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in '/'",
-		    display);
-	else if ((rc = sk__fetch_get(url, LIST_MAX_BYTES, &text, &len,
-	    err)) == 0)
-		rc = sk__http_listing(text, len, url, display, out, err);
+	if ((rc = sk__fetch_get(url, LIST_MAX_BYTES, &text, &len, err)) == 0)
+		rc = sk__http_listing(text, len, display, out, err);
 	free(text);
 	free(display);
 	return rc;
@@ -222,5 +219,5 @@ const struct sk__source_ops sk__source_http_ops = {
 	.peek = sk__remote_peek,
 	.size = sk__remote_size,
 	.close = sk__remote_close,
-	.list = http_list,
+	.list_entries = http_list_entries,
 };

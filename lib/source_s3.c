@@ -477,33 +477,86 @@ s3_open_pinned(sk_source *s, const struct sk_url *u, uint64_t size,
 }
 
 struct listing {
-	const char *bucket;
 	const char *prefix;	/* keys beside it or deeper below it are
 				 * not the folder's own */
-	size_t plen;
-	struct sk_strlist *out;
+	const char *display;
+	struct sk__entries *out;
+	struct sk_error *err;
+	int rc;			/* why list_text stopped the parse */
+	/* the <Contents> being read */
+	char key[XML_TEXT_MAX];
+	int has_key, has_size, size_ok, etag_ok;
+	uint64_t size;
+	char etag[128];
+	int64_t mtime;
 	char token[XML_TEXT_MAX];
 	int truncated;
-	int oom;
 };
+
+/* A <Contents> read whole: its object, when right under the prefix. */
+static int
+contents_end(struct listing *l)
+{
+	const char *name;
+	size_t n;
+	int rc = 0;
+
+	/* The server was asked for the prefix; one that answers with other
+	 * keys does not put them in the folder. */
+	if (l->has_key && (name = sk__entry_under(l->key, strlen(l->key),
+	    l->prefix, 0, &n)) != NULL) {
+		if (!l->has_size || !l->size_ok)
+			rc = sk_error_set(l->err, SK_EFORMAT, "%s: the listing "
+			    "gives an object a size that is not decimal digits",
+			    l->display);
+		else if (!l->etag_ok)
+			rc = sk_error_set(l->err, SK_EFORMAT, "%s: the listing "
+			    "gives an object an ETag that is not at most 127 "
+			    "printable characters", l->display);
+		else if (sk__entries_add(l->out, name, n, 0, l->size, l->mtime,
+		    l->etag) != 0)
+			rc = sk_error_set(l->err, SK_ENOMEM, "out of memory");
+	}
+	l->key[0] = l->etag[0] = '\0';
+	l->has_key = l->has_size = l->size_ok = 0;
+	l->etag_ok = 1;
+	l->size = 0;
+	l->mtime = 0;
+	return rc;
+}
 
 static int
 list_text(struct xml *x, const char *path, const char *text)
 {
 	struct listing *l = x->arg;
-	char *url;
+	const char *name;
+	size_t n;
 
-	if (strcmp(path, "/ListBucketResult/Contents/Key") == 0) {
-		/* The server was asked for the prefix; one that answers
-		 * with other keys does not put them in the folder. */
-		if (strncmp(text, l->prefix, l->plen) != 0 ||
-		    strchr(text + l->plen, '/'))
-			return 0;
-		if ((url = sk__asprintf("s3://%s/%s", l->bucket, text)) ==
-		    NULL || sk_strlist_push(l->out, url) != 0)
-			l->oom = 1;
-		free(url);
-		return l->oom ? -1 : 0;
+	if (strncmp(path, "/ListBucketResult/Contents", 26) == 0) {
+		path += 26;
+		if (*path == '\0')
+			l->rc = contents_end(l);
+		else if (strcmp(path, "/Key") == 0) {
+			snprintf(l->key, sizeof l->key, "%s", text);
+			l->has_key = 1;
+		} else if (strcmp(path, "/Size") == 0) {
+			l->has_size = 1;
+			l->size_ok = sk__parse_u64(text, &l->size) == 0;
+		} else if (strcmp(path, "/ETag") == 0) {
+			l->etag_ok = sk__entry_version_ok(text);
+			snprintf(l->etag, sizeof l->etag, "%s",
+			    l->etag_ok ? text : "");
+		} else if (strcmp(path, "/LastModified") == 0)
+			l->mtime = sk__time_rfc3339(text);
+		return l->rc != 0 ? -1 : 0;
+	}
+	if (strcmp(path, "/ListBucketResult/CommonPrefixes/Prefix") == 0) {
+		if ((name = sk__entry_under(text, strlen(text), l->prefix, 1,
+		    &n)) != NULL && sk__entries_add(l->out, name, n, 1, 0, 0,
+		    "") != 0)
+			l->rc = sk_error_set(l->err, SK_ENOMEM,
+			    "out of memory");
+		return l->rc != 0 ? -1 : 0;
 	}
 	if (strcmp(path, "/ListBucketResult/NextContinuationToken") == 0)
 		snprintf(l->token, sizeof l->token, "%s", text);
@@ -513,43 +566,49 @@ list_text(struct xml *x, const char *path, const char *text)
 }
 
 int
-sk__s3_parse_list(const char *xml, size_t n, const char *bucket,
-    const char *prefix, struct sk_strlist *out, char *token, size_t tokenlen,
-    int *truncated)
+sk__s3_parse_list(const char *xml, size_t n, const char *prefix,
+    const char *display, struct sk__entries *out, char *token,
+    size_t tokenlen, int *truncated, struct sk_error *err)
 {
-	struct listing l;
+	struct listing *l;
+	int rc = 0;
 
-	memset(&l, 0, sizeof l);
-	l.bucket = bucket;
-	l.prefix = prefix;
-	l.plen = strlen(prefix);
-	l.out = out;
-	if (xml_parse(xml, n, list_text, &l) != 0)
-		return l.oom ? SK_ENOMEM : SK_EFORMAT;
-	snprintf(token, tokenlen, "%s", l.token);
-	*truncated = l.truncated;
-	return 0;
+	/* Two keys' room: off the stack. */
+	if ((l = calloc(1, sizeof *l)) == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	l->prefix = prefix;
+	l->display = display;
+	l->out = out;
+	l->err = err;
+	l->etag_ok = 1;
+	if (xml_parse(xml, n, list_text, l) != 0)
+		rc = l->rc != 0 ? l->rc : sk_error_set(err, SK_EFORMAT,
+		    "%s: the listing is not a ListObjectsV2 response",
+		    display);
+	else {
+		snprintf(token, tokenlen, "%s", l->token);
+		*truncated = l->truncated;
+	}
+	free(l);
+	return rc;
 }
 
 /*
- * The objects right under a folder (prefix ending in '/'), page after
- * page, as the local listing is not recursive: the delimiter keeps the
- * server from listing what lies below subfolders (their CommonPrefixes are
- * not read), and a key that still has a '/' past the prefix is dropped.
+ * The objects and folders right under a folder (prefix ending in '/'),
+ * page after page: the delimiter keeps the server from listing what lies
+ * below subfolders, which come as CommonPrefixes, and a key that still
+ * has a '/' past the prefix is dropped.
  */
 static int
-s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
-    struct sk_error *err)
+s3_list_entries(const struct sk_url *u, const char *url,
+    struct sk__entries *out, struct sk_error *err)
 {
 	struct sk__req r;
 	char *prefix = NULL, *tok = NULL, *query = NULL, prev[XML_TEXT_MAX];
 	char token[XML_TEXT_MAX];
-	size_t n = strlen(url), start = out->n, before = out->n;
+	size_t start = out->n, before = out->n;
 	int rc = 0, pages, truncated;
 
-	if (n == 0 || url[n - 1] != '/')
-		return sk_error_set(err, SK_EINVAL, "%s: a folder URL ends in "
-		    "'/'", url);
 	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	prev[0] = '\0';
@@ -565,18 +624,11 @@ s3_list(const struct sk_url *u, const char *url, struct sk_strlist *out,
 		if ((rc = s3_request(&r, "GET", u->host, "", url, query, NULL,
 		    0, LIST_PAGE_MAX, err)) != 0)
 			break;
-		if ((rc = sk__s3_parse_list(r.resp, r.resp_len, u->host,
-		    u->path, out, token, sizeof token, &truncated)) != 0) {
-			rc = rc == SK_ENOMEM ? sk_error_set(err, SK_ENOMEM,
-			    "out of memory") : sk_error_set(err, SK_EFORMAT,
-			    "%s: page %d of the listing is not a ListObjectsV2 "
-			    "response", url, pages + 1);
-			sk__req_free(&r);
-			break;
-		}
+		rc = sk__s3_parse_list(r.resp, r.resp_len, u->path, url, out,
+		    token, sizeof token, &truncated, err);
 		sk__req_free(&r);
-		if ((rc = sk__list_check(url, pages + 1, out, before, start,
-		    err)) != 0)
+		if (rc != 0 || (rc = sk__list_check(url, pages + 1, out->n,
+		    before, start, err)) != 0)
 			break;
 		before = out->n;
 		if (!truncated)
@@ -855,7 +907,7 @@ const struct sk__source_ops sk__source_s3_ops = {
 	.peek = sk__remote_peek,
 	.size = sk__remote_size,
 	.close = sk__remote_close,
-	.list = s3_list,
+	.list_entries = s3_list_entries,
 	.put = s3_put,
 	.del = s3_del,
 };

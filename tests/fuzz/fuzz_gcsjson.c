@@ -1,8 +1,9 @@
 /*
  * fuzz_gcsjson.c - a libFuzzer target for what Google's servers' JSON can
  * do to shardkit: each input is read as a GCS error body, an objects.get
- * answer, an objects.list page and a token endpoint's (or the metadata
- * server's) answer. Built by ./configure --enable-fuzzing CC=clang.
+ * answer, an objects.list page (objects and folders with their sizes and
+ * generations) and a token endpoint's (or the metadata server's) answer.
+ * Built by ./configure --enable-fuzzing CC=clang.
  *
  * The token must never reach a message: an answer that carries one is
  * read again with the token's letters and digits rotated, and must fail
@@ -88,36 +89,91 @@ meta(const uint8_t *data, size_t size)
 	json_decref(root);
 }
 
+/* The page gives x under d/: a prefix "d/NAME/" for a folder; for an
+ * object an item "d/NAME" whose size is exactly x's in digits and whose
+ * generation is x's version (or which has none when that is ""). */
+static int
+given(json_t *root, const struct sk__entry *x)
+{
+	json_t *arr, *it, *name;
+	const char *s, *sz, *gen;
+	size_t i, n = strlen(x->name);
+	uint64_t v;
+
+	arr = json_object_get(root, x->dir ? "prefixes" : "items");
+	json_array_foreach(arr, i, it) {
+		name = x->dir ? it : json_object_get(it, "name");
+		if ((s = json_string_value(name)) == NULL ||
+		    json_string_length(name) != n + 2 + (size_t)x->dir ||
+		    strncmp(s, "d/", 2) != 0 || memcmp(s + 2, x->name, n) != 0)
+			continue;
+		if (x->dir) {
+			if (s[n + 2] == '/')
+				return 1;
+			continue;
+		}
+		sz = json_string_value(json_object_get(it, "size"));
+		gen = json_string_value(json_object_get(it, "generation"));
+		if (sz == NULL || sz[0] == '\0' || strspn(sz, "0123456789") !=
+		    strlen(sz))
+			continue;
+		errno = 0;
+		v = strtoull(sz, NULL, 10);
+		if (errno == 0 && v == x->size && strcmp(gen != NULL ? gen : "",
+		    x->version) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static void
 list(const uint8_t *data, size_t size)
 {
-	struct sk_strlist l = { NULL, 0, 0 };
+	struct sk__entries l = { NULL, 0, 0 };
 	struct sk_error err = { 0 };
+	const struct sk__entry *x;
 	char *next = (char *)"unset";
+	json_t *root = NULL;
 	size_t i;
 	int rc;
 
-	rc = sk__gcs_parse_list((const char *)data, size, "b", "d/",
-	    "gs://b/d/", &l, &next, &err);
+	rc = sk__gcs_parse_list((const char *)data, size, "d/", "gs://b/d/",
+	    &l, &next, &err);
 	if (rc != 0 && rc != SK_EFORMAT && rc != SK_ENOMEM)
 		abort();
 	if (rc != 0 && (next != NULL || err.msg[0] == '\0'))
 		abort();
-	/* Each name is an object of its own: {"name":""} at least. */
-	if (l.n > size / 11)
+	/* Each name is a string of its own: "d/x/", at least. */
+	if (l.n > size / 6)
 		abort();
-	/* Only names right under the folder. */
-	for (i = 0; i < l.n; i++)
-		if (strncmp(l.v[i], "gs://b/d/", 9) != 0 ||
-		    strchr(l.v[i] + 9, '/') != NULL)
+	if (l.n > 0 && (root = json_loadb((const char *)data, size, 0,
+	    NULL)) == NULL)
+		abort();
+	/* Only names right under the folder, one segment each, with what
+	 * the page gave them. */
+	for (i = 0; i < l.n; i++) {
+		x = &l.v[i];
+		if (!sk__entry_name_ok(x->name, strlen(x->name)) ||
+		    memchr(x->version, '\0', sizeof x->version) == NULL ||
+		    strspn(x->version, "0123456789") != strlen(x->version) ||
+		    (x->dir && (x->size != 0 || x->version[0] != '\0')) ||
+		    !given(root, x))
 			abort();
+	}
+	json_decref(root);
+	sk__entries_sort(&l, 0);
+	for (i = 1; i < l.n; i++) {
+		rc = strcmp(l.v[i - 1].name, l.v[i].name);
+		if (rc > 0 || (rc == 0 && (!l.v[i - 1].dir || l.v[i].dir)))
+			abort();
+	}
 	/* The token goes into a query as it is: escaped, never empty. */
 	if (next != NULL && (next[0] == '\0' || strspn(next,
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 	    "-._~%") != strlen(next) || strlen(next) > 3 * size))
 		abort();
 	free(next);
-	sk_strlist_free(&l);
+	sk__entries_free(&l);
 }
 
 static int

@@ -12,14 +12,16 @@
 #   report, for fuzz_report: shardtrain --json run files, whole and
 #   minimal.
 #   url, for fuzz_url: URLs with credentials, manifest and shard URLs,
-#   Content-Range values and nginx JSON listings.
+#   Content-Range values, times, and nginx JSON listings with files,
+#   folders and sizes.
 #   s3xml, for fuzz_s3xml: a ListObjectsV2 page with two keys and a
-#   continuation token, the last page, S3 <Error> bodies and multipart
-#   upload results.
+#   continuation token, the last page, a folder with subfolders, S3
+#   <Error> bodies and multipart upload results.
 #   awsini, for fuzz_awsini: ~/.aws/credentials and config, a NUL
 #   between them, with profiles and an "s3 =" block.
-#   gcsjson, for fuzz_gcsjson: GCS objects.list pages, objects.get
-#   metadata, error bodies and OAuth2 token answers.
+#   gcsjson, for fuzz_gcsjson: GCS objects.list pages (one of them of
+#   fuzz_gcsjson's folder d/, with subfolders), objects.get metadata,
+#   error bodies and OAuth2 token answers.
 set -euo pipefail
 out=$1
 kind=${2:-tar}
@@ -73,6 +75,9 @@ if [ "$kind" = url ]; then
 	# Content-Range, and an nginx JSON listing (fuzz_url's three fields).
 	printf 'https://u:p@h:8443/a/in.json?X-Amz-Credential=A%%2FB&X-Amz-Signature=ff&x-id=1\nin-000001.tar\n[{"name":"in-000000.tar","type":"file","mtime":"Wed, 25 Nov 2026 04:13:00 GMT","size":20450304},{"name":"sub","type":"directory"}]\n' >"$out/signed"
 	printf 'http://127.0.0.1:8080/s/in.json\nbytes 0-8388607/20450304\n[{"name":".hidden","type":"file"},{"name":"a b%%.tar","type":"file","size":1}]\n' >"$out/plain"
+	# As nginx writes one: a folder and a file of the same name, a fifo
+	# ("other"), and an RFC 3339 time in the second field.
+	printf 'https://h/d/\n2009-10-12T17:50:30.000Z\n[\n{ "name":"in-000000.tar", "type":"file", "mtime":"Wed, 25 Nov 2026 16:30:00 GMT", "size":20450304 },\n{ "name":"sub", "type":"directory", "mtime":"Tue, 24 Nov 2026 09:00:00 GMT" },\n{ "name":"sub", "type":"file", "mtime":"Tue, 24 Nov 2026 09:00:01 GMT", "size":0 },\n{ "name":"fifo", "type":"other", "mtime":"Tue, 24 Nov 2026 09:00:02 GMT" }\n]\n' >"$out/nginx"
 	printf '/data/in.json\n/abs/in-0.tar\n[]\n' >"$out/local"
 	printf 'https://h\nbytes */0\n{"not":"a list"}\n' >"$out/empty"
 	exit 0
@@ -86,6 +91,10 @@ if [ "$kind" = s3xml ]; then
 $x
 <ListBucketResult $ns><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken><Contents><Key>dir/train-000000.tar</Key><LastModified>2026-01-15T10:00:00.000Z</LastModified><ETag>&quot;70ee1738b6b21e2c8a43f3a5ab0eee71&quot;</ETag><Size>20450304</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>dir/train-000001.tar</Key><LastModified>2026-01-15T10:00:01.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328-3&quot;</ETag><Size>19922944</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>
 EOF
+	# A folder as ListObjectsV2 lists it with a delimiter: its marker,
+	# subfolders (one beside an object of its name), names that are not
+	# one segment.
+	printf '%s\n<ListBucketResult %s><Name>bucket</Name><Prefix>dir/</Prefix><Delimiter>/</Delimiter><KeyCount>6</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated><Contents><Key>dir/</Key><LastModified>2026-01-15T09:59:59.000Z</LastModified><ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag><Size>0</Size></Contents><Contents><Key>dir/a</Key><LastModified>2026-01-15T10:00:00.000Z</LastModified><ETag>&quot;0cc175b9c0f1b6a831c399e269772661&quot;</ETag><Size>1</Size></Contents><Contents><Key>dir/..</Key><Size>1</Size></Contents><CommonPrefixes><Prefix>dir/a/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>dir/sub/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>dir//</Prefix></CommonPrefixes></ListBucketResult>\n' "$x" "$ns" >"$out/folder.xml"
 	printf '%s\n<ListBucketResult %s><Name>bucket</Name><Prefix>dir/</Prefix><KeyCount>2</KeyCount><IsTruncated>false</IsTruncated><ContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</ContinuationToken><Contents><Key>dir/sub/deep.tar</Key><Size>1</Size></Contents><Contents><Key>dir/val-000000.tar</Key><Size>10240</Size></Contents></ListBucketResult>\n' "$x" "$ns" >"$out/last.xml"
 	printf '%s\n<Error><Code>NoSuchKey</Code><Message>The resource you requested does not exist</Message><Resource>/bucket/dir/x.tar</Resource><RequestId>4442587FB7D0A2F9</RequestId></Error>\n' "$x" >"$out/error.xml"
 	printf '%s\n<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region %s is wrong; expecting %s</Message><Region>eu-west-1</Region><RequestId>656c76696e6727732072657175657374</RequestId><HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>\n' "$x" "'us-east-1'" "'eu-west-1'" >"$out/redirect.xml"
@@ -125,6 +134,9 @@ if [ "$kind" = gcsjson ]; then
 }
 EOF
 	printf '{"kind": "storage#objects", "items": [{"name": "a b%%.tar", "size": "0"}, {"size": "1"}]}\n' >"$out/last.json"
+	# The folder fuzz_gcsjson lists, d/: its marker, a subfolder beside an
+	# object of its name, and names that are not one segment.
+	printf '{"kind": "storage#objects", "prefixes": ["d/a/", "d/sub/", "d//"], "items": [{"name": "d/", "size": "0", "generation": "1700000000000000"}, {"name": "d/a", "size": "7", "generation": "1700000000000001", "updated": "2026-01-15T10:00:00.000Z"}, {"name": "d/b.tar", "size": "20450304", "generation": "1700000000000002", "updated": "2026-01-15T10:00:01.123456Z"}, {"name": "d/..", "size": "1"}, {"name": "d//x", "size": "1"}]}\n' >"$out/folder.json"
 	printf '{"kind": "storage#object", "id": "bucket/dir/train-000000.tar/1700000000000000", "selfLink": "https://www.googleapis.com/storage/v1/b/bucket/o/dir%%2Ftrain-000000.tar", "name": "dir/train-000000.tar", "bucket": "bucket", "generation": "1700000000000000", "metageneration": "1", "contentType": "application/x-tar", "storageClass": "STANDARD", "size": "20450304", "md5Hash": "cO4XOLayHiyKQ/OlqxTucQ==", "crc32c": "yZRlqg==", "etag": "CICAgICAgIAD", "timeCreated": "2026-01-15T10:00:00.000Z", "updated": "2026-01-15T10:00:00.000Z"}\n' >"$out/get.json"
 	printf '{"error": {"code": 403, "message": "sa@p.iam.gserviceaccount.com does not have storage.objects.get access to the Google Cloud Storage object.", "errors": [{"message": "denied", "domain": "global", "reason": "forbidden"}]}}\n' >"$out/error.json"
 	printf '{"access_token": "ya29.c.b0AXv0zTOs3cr3tT0k3nQ-example_token.value", "expires_in": 3599, "token_type": "Bearer"}\n' >"$out/token.json"

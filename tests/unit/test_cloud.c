@@ -254,25 +254,26 @@ TEST(s3_list_page)
 {
 	const char *page = "<?xml version=\"1.0\"?><ListBucketResult>"
 	    "<IsTruncated>true</IsTruncated><NextContinuationToken>t/1="
-	    "</NextContinuationToken><Contents><Key>dir/a.tar</Key></Contents>"
-	    "<Contents><Key>dir/sub/b.tar</Key></Contents><Contents><Key>"
-	    "dix/c.tar</Key></Contents><Contents><Key>dir/d.tar</Key>"
-	    "</Contents></ListBucketResult>";
-	struct sk_strlist l = { NULL, 0, 0 };
+	    "</NextContinuationToken><Contents><Key>dir/a.tar</Key><Size>1"
+	    "</Size></Contents><Contents><Key>dir/sub/b.tar</Key></Contents>"
+	    "<Contents><Key>dix/c.tar</Key></Contents><Contents><Key>"
+	    "dir/d.tar</Key><Size>2</Size></Contents></ListBucketResult>";
+	struct sk__entries l = { NULL, 0, 0 };
+	struct sk_error err = { 0 };
 	struct sk__s3_error e;
 	char token[64];
 	int truncated;
 
-	CHECK_EQ_INT(sk__s3_parse_list(page, strlen(page), "b", "dir/", &l,
-	    token, sizeof token, &truncated), 0);
+	CHECK_EQ_INT(sk__s3_parse_list(page, strlen(page), "dir/",
+	    "s3://b/dir/", &l, token, sizeof token, &truncated, &err), 0);
 	CHECK_EQ_INT((int)l.n, 2);
-	CHECK_EQ_STR(l.v[0], "s3://b/dir/a.tar");
-	CHECK_EQ_STR(l.v[1], "s3://b/dir/d.tar");
+	CHECK_EQ_STR(l.v[0].name, "a.tar");
+	CHECK_EQ_STR(l.v[1].name, "d.tar");
 	CHECK_EQ_STR(token, "t/1=");
 	CHECK_EQ_INT(truncated, 1);
-	sk_strlist_free(&l);
-	CHECK_EQ_INT(sk__s3_parse_list("<!DOCTYPE x><x/>", 16, "b", "", &l,
-	    token, sizeof token, &truncated), SK_EFORMAT);
+	sk__entries_free(&l);
+	CHECK_EQ_INT(sk__s3_parse_list("<!DOCTYPE x><x/>", 16, "", "s3://b/",
+	    &l, token, sizeof token, &truncated, &err), SK_EFORMAT);
 	page = "<Error><Code>No&#233;Such</Code><Message>m</Message></Error>";
 	CHECK_EQ_INT(sk__s3_parse_error(page, strlen(page), &e), 0);
 	CHECK_EQ_STR(e.code, "No??Such");	/* UTF-8, two bytes */
@@ -289,13 +290,13 @@ TEST(list_page_size_is_checked)
 	setenv("SK_LIST_PAGE", "2", 1);
 	for (i = 0; i < 2; i++)
 		CHECK_EQ_INT(sk_strlist_push(&l, "gs://b/d/x.tar"), 0);
-	CHECK_EQ_INT(sk__list_check("gs://b/d/", 1, &l, 0, 0, &err), 0);
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 1, l.n, 0, 0, &err), 0);
 	CHECK_EQ_INT(sk_strlist_push(&l, "gs://b/d/y.tar"), 0);
-	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, &l, 0, 0, &err),
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, l.n, 0, 0, &err),
 	    SK_EFORMAT);
 	CHECK_CONTAINS(err.msg, "page 2 of the listing holds 3 names, more "
 	    "than the 2 asked for");
-	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, &l, 1, 0, &err), 0);
+	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, l.n, 1, 0, &err), 0);
 	unsetenv("SK_LIST_PAGE");
 	sk_strlist_free(&l);
 }
