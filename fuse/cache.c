@@ -1,0 +1,717 @@
+/*
+ * cache.c - the block cache every open file of shardfs reads through: one
+ * bounded pool of chunks (block-aligned runs of an object, each fetched by
+ * one ranged GET of the fetch engine, or one block read back from the disk
+ * cache), read-ahead that grows for sequential readers, and objects pinned
+ * to the version their listing gave.
+ *
+ * Ownership: a chunk lives while it is in the index or a reader uses it
+ * (users > 0); an object lives while a handle or a chunk holds it (refs).
+ * Everything here is guarded by mu, except a chunk's bytes, which its
+ * range writes once and readers read only below what the range reports.
+ * An object whose last reference went is closed after mu is let go
+ * (reap): closing waits for the engine to let go of its ranges.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "fetch.h"
+#include "shardfs.h"
+
+#define NBUCKETS	65536u	/* block index: a power of two */
+#define OBUCKETS	4096u	/* objects by URL and version */
+
+struct chunk;
+
+/* One block of a chunk, as the index holds it. */
+struct slot {
+	struct slot *next;
+	uint64_t oid, blk;
+	struct chunk *c;
+};
+
+struct chunk {
+	struct fs_obj *o;
+	uint64_t off, len;	/* the object's bytes [off, off + len) */
+	struct sk__range *r;	/* fetched: its buffer holds the bytes */
+	uint8_t *buf;		/* or read back from the disk cache */
+	int users;		/* readers copying from it now */
+	int indexed;		/* its blocks are in the index */
+	int ahead;		/* read ahead and not yet read */
+	int kept;		/* written to the disk cache (or tried) */
+	struct chunk *prev, *next;	/* the LRU, while users == 0 */
+	size_t nslots;
+	struct slot slots[];
+};
+
+struct fs_obj {
+	struct fs_obj *hnext;	/* in its hash bucket, or the dead list */
+	char *url;
+	uint64_t size;
+	char version[128];	/* the listing's: pins the reads */
+	char disk_version[160];	/* what keys it in the disk cache; "" none */
+	uint64_t id;
+	sk_source *src;		/* pinned: its stream fetches the ranges */
+	struct sk__stream *st;
+	int refs;
+	int hashed;
+	int stale;		/* a read found it changed */
+};
+
+struct fs_reader {
+	struct fs_obj *o;
+	uint64_t next;		/* where the last read ended */
+	uint64_t window;	/* read-ahead; 0 for a random reader */
+	uint64_t ra_end;	/* read ahead up to here */
+	int reads;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct slot *index[NBUCKETS];
+	struct fs_obj *objs[OBUCKETS];
+	struct fs_obj *dead;	/* to close once mu is let go */
+	struct chunk *lru_head, *lru_tail;	/* oldest first */
+	uint64_t used, peak;	/* bytes of every live chunk */
+	uint64_t next_oid;
+} cache = { .mu = PTHREAD_MUTEX_INITIALIZER, .next_oid = 1 };
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static size_t
+hash2(uint64_t a, uint64_t b)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15u ^ (b + 0x632be59bd9b4e019u) *
+	    0xbf58476d1ce4e5b9u;
+
+	return (size_t)(h ^ (h >> 29));
+}
+
+static size_t
+hash_str(const char *s, const char *t)
+{
+	uint64_t h = 1469598103934665603u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	h = (h ^ 0xff) * 1099511628211u;
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 1099511628211u;
+	return (size_t)h;
+}
+
+void
+fs_cache_usage(uint64_t *now, uint64_t *peak)
+{
+	pthread_mutex_lock(&cache.mu);
+	*now = cache.used;
+	*peak = cache.peak;
+	pthread_mutex_unlock(&cache.mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* objects                                                                  */
+
+/* Caller holds mu. */
+static void
+obj_unhash(struct fs_obj *o)
+{
+	struct fs_obj **pp;
+
+	if (!o->hashed)
+		return;
+	for (pp = &cache.objs[hash_str(o->url, o->version) % OBUCKETS];
+	    *pp != NULL; pp = &(*pp)->hnext)
+		if (*pp == o) {
+			*pp = o->hnext;
+			break;
+		}
+	o->hashed = 0;
+}
+
+/* Drop a reference; caller holds mu. The last one sends o to the dead
+ * list. */
+static void
+obj_unref(struct fs_obj *o)
+{
+	if (--o->refs > 0)
+		return;
+	obj_unhash(o);
+	o->hnext = cache.dead;
+	cache.dead = o;
+}
+
+static void
+obj_free(struct fs_obj *o)
+{
+	if (o == NULL)
+		return;
+	sk_source_close(o->src);
+	free(o->url);
+	free(o);
+}
+
+/* Close the objects that died; caller does not hold mu. */
+static void
+reap(void)
+{
+	struct fs_obj *o, *next;
+
+	pthread_mutex_lock(&cache.mu);
+	o = cache.dead;
+	cache.dead = NULL;
+	pthread_mutex_unlock(&cache.mu);
+	for (; o != NULL; o = next) {
+		next = o->hnext;
+		obj_free(o);
+	}
+}
+
+int
+fs_obj_get(struct fs_obj **out, const char *url, uint64_t size,
+    const char *version, const char *disk_version, struct sk_error *err)
+{
+	struct fs_obj *o;
+	size_t h = hash_str(url, version) % OBUCKETS;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&cache.mu);
+	for (o = cache.objs[h]; o != NULL; o = o->hnext)
+		if (o->size == size && strcmp(o->url, url) == 0 &&
+		    strcmp(o->version, version) == 0) {
+			o->refs++;
+			pthread_mutex_unlock(&cache.mu);
+			*out = o;
+			return 0;
+		}
+	pthread_mutex_unlock(&cache.mu);
+
+	if ((o = calloc(1, sizeof *o)) == NULL ||
+	    (o->url = strdup(url)) == NULL) {
+		free(o);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	o->size = size;
+	snprintf(o->version, sizeof o->version, "%s", version);
+	snprintf(o->disk_version, sizeof o->disk_version, "%s",
+	    disk_version != NULL ? disk_version : "");
+	if ((rc = sk__source_open_pinned(&o->src, url, size, version)) != 0) {
+		sk_error_set(err, rc, "%s", sk_errmsg(o->src));
+		obj_free(o);
+		return rc;
+	}
+	o->st = sk__source_stream(o->src);
+	o->refs = 1;
+	pthread_mutex_lock(&cache.mu);
+	o->id = cache.next_oid++;
+	o->hnext = cache.objs[h];
+	cache.objs[h] = o;
+	o->hashed = 1;
+	pthread_mutex_unlock(&cache.mu);
+	*out = o;
+	return 0;
+}
+
+void
+fs_obj_put(struct fs_obj *o)
+{
+	pthread_mutex_lock(&cache.mu);
+	obj_unref(o);
+	pthread_mutex_unlock(&cache.mu);
+	reap();
+}
+
+/* ------------------------------------------------------------------------ */
+/* chunks: the index and the LRU, all under mu                              */
+
+static struct chunk *
+find(const struct fs_obj *o, uint64_t blk)
+{
+	struct slot *s;
+
+	for (s = cache.index[hash2(o->id, blk) % NBUCKETS]; s != NULL;
+	    s = s->next)
+		if (s->oid == o->id && s->blk == blk)
+			return s->c;
+	return NULL;
+}
+
+/* The first block in [blk, end) that o has here, or end. */
+static uint64_t
+next_here(const struct fs_obj *o, uint64_t blk, uint64_t end)
+{
+	for (; blk < end; blk++)
+		if (find(o, blk) != NULL)
+			break;
+	return blk;
+}
+
+static void
+lru_unlink(struct chunk *c)
+{
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		cache.lru_head = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	else
+		cache.lru_tail = c->prev;
+	c->prev = c->next = NULL;
+}
+
+static void
+lru_push(struct chunk *c)
+{
+	c->prev = cache.lru_tail;
+	c->next = NULL;
+	if (cache.lru_tail != NULL)
+		cache.lru_tail->next = c;
+	else
+		cache.lru_head = c;
+	cache.lru_tail = c;
+}
+
+static void
+unindex(struct chunk *c)
+{
+	struct slot **pp;
+	size_t i;
+
+	if (!c->indexed)
+		return;
+	for (i = 0; i < c->nslots; i++)
+		for (pp = &cache.index[hash2(c->slots[i].oid,
+		    c->slots[i].blk) % NBUCKETS]; *pp != NULL;
+		    pp = &(*pp)->next)
+			if (*pp == &c->slots[i]) {
+				*pp = c->slots[i].next;
+				break;
+			}
+	c->indexed = 0;
+}
+
+/* Free a chunk no reader uses and the index no longer holds. */
+static void
+chunk_free(struct chunk *c)
+{
+	cache.used -= c->len;
+	sk__range_free(c->r);
+	free(c->buf);
+	obj_unref(c->o);
+	free(c);
+}
+
+/* Evict unused chunks, oldest first, until len more bytes fit: 1, or 0
+ * when only chunks in use are left. */
+static int
+make_room(uint64_t len)
+{
+	struct chunk *c;
+
+	while (cache.used + len > fs_opts.cache_bytes &&
+	    (c = cache.lru_head) != NULL) {
+		lru_unlink(c);
+		unindex(c);
+		FS_ADD(evictions, 1);
+		chunk_free(c);
+	}
+	return cache.used + len <= fs_opts.cache_bytes;
+}
+
+/* A new chunk of o for [off, off + len) holding r or buf, indexed and
+ * counted. */
+static struct chunk *
+chunk_new(struct fs_obj *o, uint64_t off, uint64_t len, struct sk__range *r,
+    uint8_t *buf)
+{
+	struct chunk *c;
+	struct slot *s;
+	size_t i, n = (size_t)((len + FS_BLOCK - 1) / FS_BLOCK), h;
+
+	if ((c = calloc(1, sizeof *c + n * sizeof c->slots[0])) == NULL)
+		return NULL;
+	c->o = o;
+	c->off = off;
+	c->len = len;
+	c->r = r;
+	c->buf = buf;
+	c->nslots = n;
+	for (i = 0; i < n; i++) {
+		s = &c->slots[i];
+		s->oid = o->id;
+		s->blk = off / FS_BLOCK + i;
+		s->c = c;
+		h = hash2(s->oid, s->blk) % NBUCKETS;
+		s->next = cache.index[h];
+		cache.index[h] = s;
+	}
+	c->indexed = 1;
+	o->refs++;
+	cache.used += len;
+	if (cache.used > cache.peak)
+		cache.peak = cache.used;
+	return c;
+}
+
+/* Start fetching [off, off + len) of o; NULL when it cannot start. */
+static struct chunk *
+fetch(struct fs_obj *o, uint64_t off, uint64_t len)
+{
+	struct sk__range *r;
+	struct sk_error err;
+	struct chunk *c;
+
+	if (sk__range_start(o->st, off, len, &r, &err) != 0) {
+		sk_log(SK_LOG_WARN, "%s", err.msg);
+		return NULL;
+	}
+	if ((c = chunk_new(o, off, len, r, NULL)) == NULL)
+		sk__range_free(r);
+	return c;
+}
+
+/* ------------------------------------------------------------------------ */
+/* readers                                                                  */
+
+struct fs_reader *
+fs_reader_new(struct fs_obj *o)
+{
+	struct fs_reader *r;
+
+	if ((r = calloc(1, sizeof *r)) == NULL)
+		return NULL;
+	pthread_mutex_lock(&cache.mu);
+	o->refs++;
+	pthread_mutex_unlock(&cache.mu);
+	r->o = o;
+	return r;
+}
+
+void
+fs_reader_free(struct fs_reader *r)
+{
+	if (r == NULL)
+		return;
+	fs_obj_put(r->o);
+	free(r);
+}
+
+/*
+ * The reader's pattern: a read near where the last one ended (the kernel
+ * sends a file's reads a few at a time, not always in order) is
+ * sequential and doubles the read-ahead window; any other read makes it a
+ * random reader, which fetches only what it asks for.
+ */
+static void
+follow(struct fs_reader *r, uint64_t off, uint64_t end)
+{
+	uint64_t slack = 4 * FS_BLOCK;
+
+	if ((r->reads == 0 && off == 0) || (off + slack >= r->next &&
+	    off <= r->next + slack && r->reads > 0)) {
+		if (r->window == 0)
+			r->window = 4 * FS_BLOCK;
+		else if (r->window < fs_opts.readahead)
+			r->window *= 2;
+		if (r->window > fs_opts.readahead)
+			r->window = fs_opts.readahead;
+	} else {
+		r->window = 0;
+		r->ra_end = 0;
+	}
+	r->reads++;
+	if (end > r->next || r->window == 0)
+		r->next = end;
+}
+
+/* Bytes per ranged GET ahead of a reader: a quarter of its window while
+ * that is small, so several go at once, fs_opts.chunk at most. */
+static uint64_t
+step_of(const struct fs_reader *r)
+{
+	uint64_t step = r->window / 4;
+
+	if (step > fs_opts.chunk)
+		step = fs_opts.chunk;
+	step = (step + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+	return step < FS_BLOCK ? FS_BLOCK : step;
+}
+
+/* Whether the disk cache has o's block blk. */
+static int
+on_disk(const struct fs_obj *o, uint64_t blk)
+{
+	return o->disk_version[0] != '\0' && fs_disk_has(o->url,
+	    o->disk_version, o->size, blk * FS_BLOCK);
+}
+
+/*
+ * Read ahead of a sequential reader, from where it last stopped to window
+ * bytes past off, skipping blocks in memory or on disk, while the cache
+ * has room without evicting what readers use. Caller holds mu.
+ */
+static void
+read_ahead(struct fs_reader *r, uint64_t off)
+{
+	struct fs_obj *o = r->o;
+	uint64_t end, at, len, step = step_of(r), blk, stop;
+	struct chunk *c;
+
+	if (r->window == 0 || o->stale)
+		return;
+	end = off + r->window;
+	if (end > o->size || end < off)
+		end = o->size;
+	at = (r->ra_end > off ? r->ra_end : off) / FS_BLOCK * FS_BLOCK;
+	while (at < end) {
+		blk = at / FS_BLOCK;
+		if (find(o, blk) != NULL || on_disk(o, blk)) {
+			at += FS_BLOCK;
+			continue;
+		}
+		len = at + step > o->size ? o->size - at : step;
+		stop = next_here(o, blk + 1, (at + len + FS_BLOCK - 1) /
+		    FS_BLOCK);
+		if (stop * FS_BLOCK < at + len)
+			len = stop * FS_BLOCK - at;
+		if (!make_room(len) || (c = fetch(o, at, len)) == NULL)
+			break;
+		c->ahead = 1;
+		FS_ADD(readahead_bytes, len);
+		lru_push(c);
+		at += len;
+	}
+	if (at > r->ra_end)
+		r->ra_end = at;
+}
+
+/*
+ * The chunk that holds byte pos of o, held (users + 1): in memory, read
+ * back from disk, or fetched now. A miss fetches this read's blocks up
+ * to end, or a whole small object, or a sequential reader's first step,
+ * never over blocks already here. Caller holds mu (let go meanwhile to
+ * read the disk); NULL when nothing could start.
+ */
+static struct chunk *
+chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
+{
+	struct fs_obj *o = r->o;
+	uint64_t blk = pos / FS_BLOCK, from = blk * FS_BLOCK, to, len, stop;
+	struct chunk *c;
+	uint8_t *buf;
+
+	if ((c = find(o, blk)) == NULL && fs_disk_enabled() &&
+	    on_disk(o, blk)) {
+		len = o->size - from < FS_BLOCK ? o->size - from : FS_BLOCK;
+		pthread_mutex_unlock(&cache.mu);
+		if ((buf = malloc((size_t)len)) != NULL &&
+		    fs_disk_get(o->url, o->disk_version, o->size, from, buf,
+		    (size_t)len) != 1) {
+			free(buf);
+			buf = NULL;
+		}
+		pthread_mutex_lock(&cache.mu);
+		if (buf != NULL && (c = find(o, blk)) == NULL) {
+			make_room(len);
+			if ((c = chunk_new(o, from, len, NULL, buf)) != NULL) {
+				c->kept = 1;
+				FS_ADD(disk_hits, 1);
+				buf = NULL;
+			}
+		}
+		free(buf);
+		if (c != NULL && c->users == 0)
+			lru_unlink(c);
+	} else if (c != NULL) {
+		if (c->users == 0)
+			lru_unlink(c);
+		if (c->ahead)
+			FS_ADD(readahead_hits, 1);
+		else if (c->r != NULL)
+			FS_ADD(mem_hits, 1);
+	}
+	if (c == NULL) {
+		to = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+		if (from == 0 && o->size <= fs_opts.chunk)
+			to = o->size;
+		if (r->window > 0 && to - from < step_of(r))
+			to = from + step_of(r);
+		if (to > o->size)
+			to = o->size;
+		stop = next_here(o, blk + 1, (to + FS_BLOCK - 1) / FS_BLOCK);
+		if (stop * FS_BLOCK < to)
+			to = stop * FS_BLOCK;
+		make_room(to - from);
+		if ((c = fetch(o, from, to - from)) == NULL)
+			return NULL;
+		FS_ADD(misses, 1);
+	}
+	c->ahead = 0;
+	c->users++;
+	return c;
+}
+
+/* Keep a fetched chunk's blocks on disk. */
+static void
+keep(const struct chunk *c, const uint8_t *p)
+{
+	uint64_t at, n;
+
+	for (at = 0; at < c->len; at += FS_BLOCK) {
+		n = c->len - at < FS_BLOCK ? c->len - at : FS_BLOCK;
+		fs_disk_put(c->o->url, c->o->disk_version, c->o->size,
+		    c->off + at, p + at, (size_t)n);
+	}
+}
+
+/* A reader is done with c: back on the LRU, or freed when it left the
+ * index. Caller holds mu. */
+static void
+release(struct chunk *c)
+{
+	if (--c->users > 0)
+		return;
+	if (c->indexed)
+		lru_push(c);
+	else
+		chunk_free(c);
+}
+
+/* What an error of the fetch engine is to a reader. Caller holds mu. */
+static int
+errno_of(struct fs_obj *o, int rc)
+{
+	if (rc == SK_ECHANGED) {
+		/* Never the bytes of two versions: this object is done;
+		 * the next open lists it again. */
+		o->stale = 1;
+		obj_unhash(o);
+		FS_ADD(estale, 1);
+		return -ESTALE;
+	}
+	if (rc == SK_ENOMEM)
+		return -ENOMEM;
+	FS_ADD(eio, 1);
+	return -EIO;
+}
+
+int
+fs_reader_stale(const struct fs_reader *r)
+{
+	return r->o->stale;
+}
+
+int64_t
+fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
+{
+	struct fs_obj *o = r->o;
+	struct sk_error err;
+	struct chunk *c;
+	const void *ptr;
+	uint64_t end, pos, deadline, t0, at, take;
+	int64_t got;
+	int rc = 0;
+
+	FS_ADD(reads, 1);
+	if (off >= o->size || n == 0)
+		return 0;
+	end = off + n > o->size || off + n < off ? o->size : off + n;
+	t0 = now_ns();
+	deadline = t0 + (uint64_t)(fs_opts.io_timeout * 1e9);
+	pthread_mutex_lock(&cache.mu);
+	if (o->stale) {
+		pthread_mutex_unlock(&cache.mu);
+		FS_ADD(estale, 1);
+		return -ESTALE;
+	}
+	follow(r, off, end);
+	for (pos = off; pos < end && rc == 0; ) {
+		if ((c = chunk_at(r, pos, end)) == NULL) {
+			rc = -EIO;
+			FS_ADD(eio, 1);
+			break;
+		}
+		if (pos == off)
+			read_ahead(r, off);
+		pthread_mutex_unlock(&cache.mu);
+
+		at = pos - c->off;
+		if (c->buf != NULL) {
+			ptr = c->buf;
+			got = (int64_t)c->len;
+		} else
+			got = sk__range_wait(c->r, at, deadline, &ptr, &err);
+		if (got > (int64_t)at) {
+			take = (uint64_t)got - at;
+			if (take > end - pos)
+				take = end - pos;
+			memcpy(buf + (pos - off), (const uint8_t *)ptr + at,
+			    (size_t)take);
+			pos += take;
+		} else if (got == 0) {
+			rc = -EIO;
+			sk_log(SK_LOG_WARN, "%s: the object ended before byte %"
+			    PRIu64 " of the %" PRIu64 " its listing gave",
+			    o->url, pos, o->size);
+		} else
+			sk_log(SK_LOG_WARN, "%s", err.msg);
+
+		pthread_mutex_lock(&cache.mu);
+		if (got >= 0 && c->r != NULL && !c->kept &&
+		    got == (int64_t)c->len && fs_disk_enabled() &&
+		    o->disk_version[0] != '\0') {
+			/* One reader writes it, holding it meanwhile. */
+			c->kept = 1;
+			pthread_mutex_unlock(&cache.mu);
+			keep(c, ptr);
+			pthread_mutex_lock(&cache.mu);
+		}
+		if (got == 0)
+			FS_ADD(eio, 1);
+		if (got < 0) {
+			rc = errno_of(o, (int)got);
+			/* A failed range is asked for again by the next
+			 * read; one that only needs more time goes on. */
+			if (sk__range_state(c->r) < 0 || rc == -ESTALE)
+				unindex(c);
+		}
+		release(c);
+	}
+	pthread_mutex_unlock(&cache.mu);
+	reap();
+	FS_ADD(wait_ns, now_ns() - t0);
+	if (pos > off) {
+		FS_ADD(read_bytes, pos - off);
+		return (int64_t)(pos - off);
+	}
+	return rc;
+}
+
+void
+fs_cache_shutdown(void)
+{
+	struct chunk *c;
+
+	pthread_mutex_lock(&cache.mu);
+	while ((c = cache.lru_head) != NULL) {
+		lru_unlink(c);
+		unindex(c);
+		chunk_free(c);
+	}
+	pthread_mutex_unlock(&cache.mu);
+	reap();
+}

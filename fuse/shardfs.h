@@ -1,0 +1,179 @@
+/*
+ * shardfs.h - what the files of shardfs share: the options, the tree of
+ * folders and objects a listing gives (tree.c), the block cache that reads
+ * them (cache.c), the disk cache under it (disk.c) and the counters the
+ * stats file shows.
+ *
+ * Lock order: the tree's lock, then the cache's, then an object's stream
+ * (lib/fetch.c); the disk cache's lock is taken alone.
+ */
+#ifndef SHARDFS_H
+#define SHARDFS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "shardkit.h"
+
+/* A block: the unit of the caches and of a random read's fetch. */
+#define FS_BLOCK	((uint64_t)1 << 20)
+
+struct fs_opts {
+	const char *source;	/* as given */
+	char *root;		/* the folder URL (ending in '/') or the
+				 * manifest's URL */
+	int manifest;		/* root is an http(s) manifest */
+	double metadata_ttl;	/* seconds a listing is trusted; < 0 forever */
+	double negative_ttl;	/* seconds a missing name stays missing */
+	uint64_t cache_bytes;	/* the block cache's memory */
+	uint64_t readahead;	/* a sequential reader's window at most */
+	uint64_t chunk;		/* bytes per ranged GET of read-ahead */
+	const char *cache_dir;	/* NULL: no disk cache */
+	uint64_t cache_max_bytes;
+	double io_timeout;	/* a read waits this long at most */
+	int threads;		/* FUSE worker threads at most */
+	int allow_other;
+	int foreground, debug;
+};
+
+extern struct fs_opts fs_opts;
+
+/* ------------------------------------------------------------------------ */
+/* counters (atomics)                                                       */
+
+struct fs_stats {
+	uint64_t reads;		/* read calls */
+	uint64_t read_bytes;	/* bytes handed to readers */
+	uint64_t opens;
+	uint64_t mem_hits;	/* lookups that found their chunk in memory */
+	uint64_t disk_hits;	/* blocks read back from the disk cache */
+	uint64_t misses;	/* chunks fetched for a reader that waits */
+	uint64_t readahead_hits;	/* lookups that found a chunk read ahead */
+	uint64_t readahead_bytes;	/* bytes asked for ahead of readers */
+	uint64_t disk_corrupt;	/* cached blocks that failed their check */
+	uint64_t disk_writes;	/* blocks written to the disk cache */
+	uint64_t disk_evictions;	/* blocks removed from it for room */
+	uint64_t evictions;	/* chunks dropped from memory for room */
+	uint64_t listings;	/* folder listings fetched */
+	uint64_t lookups;
+	uint64_t negative_hits;	/* lookups the negative cache answered */
+	uint64_t eio, estale;	/* reads that failed */
+	uint64_t wait_ns;	/* time in fs_read */
+};
+
+extern struct fs_stats fs_stats;
+
+#define FS_ADD(field, v) \
+	__atomic_fetch_add(&fs_stats.field, (v), __ATOMIC_RELAXED)
+
+/* The stats file's text (JSON, malloc'd). */
+char *fs_stats_json(size_t *len);
+
+/* ------------------------------------------------------------------------ */
+/* objects and the block cache (cache.c)                                    */
+
+/* One object at one version; shared by every handle that opened it. */
+struct fs_obj;
+
+void fs_cache_shutdown(void);
+/* The object url at the size and version a listing gave, held.
+ * disk_version keys its blocks in the disk cache ("" or NULL: not
+ * kept there). */
+int fs_obj_get(struct fs_obj **out, const char *url, uint64_t size,
+    const char *version, const char *disk_version, struct sk_error *err);
+void fs_obj_put(struct fs_obj *o);
+
+/* A reader: one open file handle. */
+struct fs_reader;
+struct fs_reader *fs_reader_new(struct fs_obj *o);
+void fs_reader_free(struct fs_reader *r);
+/* Up to n bytes at off into buf: bytes read, or -errno (EIO, ESTALE when
+ * the object changed, ETIMEDOUT past io_timeout). */
+int64_t fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off);
+/* Whether a read of r found its object changed. */
+int fs_reader_stale(const struct fs_reader *r);
+/* Bytes the cache holds now, and at most ever. */
+void fs_cache_usage(uint64_t *now, uint64_t *peak);
+
+/* ------------------------------------------------------------------------ */
+/* the disk cache (disk.c)                                                  */
+
+/* Open (or make) the cache under dir, at most max bytes, its blocks found
+ * and counted. */
+int fs_disk_open(const char *dir, uint64_t max, struct sk_error *err);
+void fs_disk_close(void);
+int fs_disk_enabled(void);
+/* Block off (a multiple of FS_BLOCK) of the object url at version, whose
+ * size is size: its len bytes into buf when cached and sound (1), else 0.
+ * A block that fails its check is removed and counted. */
+int fs_disk_get(const char *url, const char *version, uint64_t size,
+    uint64_t off, void *buf, size_t len);
+/* Whether that block is there (without reading it). */
+int fs_disk_has(const char *url, const char *version, uint64_t size,
+    uint64_t off);
+/* Keep a block, making room; errors are counted and forgotten. */
+void fs_disk_put(const char *url, const char *version, uint64_t size,
+    uint64_t off, const void *buf, size_t len);
+void fs_disk_usage(uint64_t *bytes, uint64_t *files);
+
+/* ------------------------------------------------------------------------ */
+/* the tree (tree.c)                                                        */
+
+struct fs_node {
+	struct fs_node *parent;
+	char *name;
+	char *url;		/* an object's URL, a folder's ending in '/' */
+	int dir;
+	int special;		/* the .shardfs folder or its stats file */
+	uint64_t size;
+	int64_t mtime;
+	char version[128];	/* pins reads: GCS generation, S3 ETag, "" */
+	char disk_version[160];	/* keys blocks in the disk cache; "" none */
+	uint64_t nlookup;	/* the kernel's references (and readdir's
+				 * while it hands names out) */
+	uint64_t pins;		/* kids and listings that need it */
+	int kept;		/* merge's mark: still listed */
+	int gone;		/* no longer listed: freed when forgotten */
+	/* folders */
+	struct fs_node **kids;	/* sorted by name */
+	size_t nkids;
+	double listed_at;	/* monotonic seconds; 0: never */
+	int listing;		/* a listing is being fetched */
+	int list_rc;		/* the last listing's -errno, 0 */
+	double list_rc_at;
+	/* names looked up and not found, until the time beside them */
+	char **missing;
+	double *missing_until;
+	size_t nmissing;
+	/* objects: the version last opened, so the kernel's page cache is
+	 * kept across opens only when the object did not change */
+	char opened_version[160];
+	int opened;
+};
+
+int fs_tree_init(struct sk_error *err);
+void fs_tree_shutdown(void);
+struct fs_node *fs_tree_root(void);
+/* The kid name of dir: held (nlookup + 1) in *out, or -errno. */
+int fs_tree_lookup(struct fs_node *dir, const char *name,
+    struct fs_node **out);
+/* The kernel let go of n references. */
+void fs_tree_forget(struct fs_node *n, uint64_t count);
+/* dir's kids as they stand (listing first when stale), copied: names,
+ * kinds and sizes in order, and held once each (the caller puts them with
+ * fs_tree_forget after handing them to the kernel, or not at all when
+ * hold is 0). */
+struct fs_dirent {
+	char *name;
+	struct fs_node *node;
+};
+int fs_tree_readdir(struct fs_node *dir, struct fs_dirent **out,
+    size_t *n);
+void fs_tree_dirents_free(struct fs_dirent *d, size_t n);
+/* A read found n's object changed: list its folder again next time. */
+void fs_tree_stale(struct fs_node *n);
+/* Lock around reading a node's fields that a listing may change. */
+void fs_tree_lock(void);
+void fs_tree_unlock(void);
+
+#endif /* SHARDFS_H */

@@ -1,0 +1,110 @@
+# shellcheck shell=bash
+# tests/cli/fuse-lib.sh - real shardfs mounts for the FUSE tests: each is
+# started in the foreground, waited for, and unmounted on exit (lazily if
+# a reader still holds it) before the servers stop, whatever the test's
+# outcome. Skips (77) where there is no /dev/fuse or fusermount3, or
+# shardfs was not built.
+#
+# Sourced after lib.sh and http-lib.sh (and bucket-lib.sh for buckets).
+# make check sets SHARDFS.
+
+[ -n "${SHARDFS:-}" ] && [ -x "$SHARDFS" ] ||
+    skip "shardfs is not built (configure found no libfuse3)"
+[ -c /dev/fuse ] || skip "no /dev/fuse"
+command -v fusermount3 >/dev/null || skip "no fusermount3 (apt-get install fuse3)"
+
+FS_MOUNTS=()
+FS_PIDS=()
+
+fs_stop_all() {
+	local m p
+	for m in "${FS_MOUNTS[@]}"; do
+		fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" \
+		    2>/dev/null || true
+	done
+	for p in "${FS_PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	FS_MOUNTS=()
+	FS_PIDS=()
+}
+trap 'fs_stop_all; http_stop; sk_cleanup' EXIT
+
+# fs_mounted DIR: whether DIR is a shardfs mount now.
+fs_mounted() {
+	awk -v m="$1" '$2 == m && $3 ~ /^fuse/ { found = 1 } END { exit !found }' \
+	    /proc/mounts
+}
+
+# fs_mount NAME SOURCE MNT [ARGS...]: shardfs SOURCE MNT -f ARGS in the
+# background, its output in $T/NAME.out and .err; waits (30 s) for the
+# mount. FS_PID is its process.
+fs_mount() {
+	local name=$1 src=$2 mnt=$3 i
+	shift 3
+	mkdir -p "$mnt"
+	"$SHARDFS" "$src" "$mnt" -f "$@" >"$T/$name.out" 2>"$T/$name.err" &
+	FS_PID=$!
+	FS_PIDS+=("$FS_PID")
+	FS_MOUNTS+=("$mnt")
+	for i in $(seq 300); do
+		fs_mounted "$mnt" && return 0
+		kill -0 "$FS_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$T/$name.err" >&2
+	fail "shardfs $src did not mount on $mnt"
+}
+
+# fs_umount MNT: unmount, and wait for its shardfs to exit 0.
+fs_umount() {
+	local mnt=$1 i
+	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
+	for i in $(seq 100); do
+		fs_mounted "$mnt" || break
+		sleep 0.1
+	done
+	fs_mounted "$mnt" && fail "$mnt is still mounted"
+	if [ -n "${FS_PID:-}" ]; then
+		wait "$FS_PID" || fail "shardfs exited $? after the unmount"
+	fi
+	return 0
+}
+
+# fs_stat MNT KEY: a value of MNT/.shardfs/stats (dotted keys).
+fs_stat() {
+	python3 -c 'import json, sys
+v = json.load(open(sys.argv[1] + "/.shardfs/stats"))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v)' "$1" "$2"
+}
+
+# no_d_state: no task of this machine is stuck in uninterruptible sleep on
+# a FUSE request (the D state, for more than a moment).
+no_d_state() {
+	python3 - <<'EOF' || fail "a task is in D state"
+import os, sys, time
+def stuck():
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            st = open("/proc/%s/stat" % pid).read()
+            wchan = open("/proc/%s/wchan" % pid).read()
+        except OSError:
+            continue
+        state = st[st.rindex(")") + 2]
+        if state == "D" and "fuse" in wchan:
+            out.append((pid, st[:st.rindex(")") + 1], wchan))
+    return out
+first = stuck()
+time.sleep(1)
+again = [p for p in stuck() if p[0] in {q[0] for q in first}]
+for p in again:
+    print("D state:", *p, file=sys.stderr)
+sys.exit(1 if again else 0)
+EOF
+}
