@@ -161,6 +161,13 @@ void sk_source_close(sk_source *s);
  * records it). */
 int sk_source_md5(const char *url, uint64_t *size, char md5[33],
     struct sk_error *err);
+/* The same while the source is read for something else, so its bytes
+ * come once: start before the first read; skips read through; end (before
+ * the source is closed, even by a reader that owns it) reads what no one
+ * read and gives the size and MD5 of all the bytes, or < 0 when a read
+ * failed (the source's message says why). */
+int sk_source_md5_start(sk_source *s);
+int sk_source_md5_end(sk_source *s, uint64_t *size, char md5[33]);
 
 /* The objects under a directory or prefix URL, sorted, appended to out as
  * full URLs. http(s): the folder's nginx JSON autoindex. */

@@ -87,6 +87,10 @@ struct sk_source {
 	char *url;
 	uint64_t pos;		/* the sequential read position */
 	void *impl;		/* the backend's state */
+	void *md5;		/* sk_source_md5_start: an EVP_MD_CTX over
+				 * bytes [0, hashed), in order */
+	uint64_t hashed;
+	int md5_rc;		/* a read it needed failed */
 };
 
 /*

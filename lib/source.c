@@ -132,14 +132,105 @@ sk__source_ready(sk_source *s)
 	return rc;
 }
 
-int64_t
-sk_source_pread(sk_source *s, void *buf, size_t n, uint64_t offset)
+/* ------------------------------------------------------------------------ */
+/* hashing what is read (sk_source_md5_start)                               */
+
+/* Bytes [off, off + n) went to a reader: the part past what is hashed
+ * joins the MD5 when it follows on from it. */
+static void
+hash_feed(sk_source *s, const void *p, uint64_t off, int64_t n)
+{
+	if (s->md5 == NULL || n <= 0 || off > s->hashed ||
+	    off + (uint64_t)n <= s->hashed)
+		return;
+	EVP_DigestUpdate(s->md5, (const uint8_t *)p + (s->hashed - off),
+	    (size_t)(off + (uint64_t)n - s->hashed));
+	s->hashed = off + (uint64_t)n;
+}
+
+/* Hash on to byte end (or the object's end), reading what no reader
+ * asked for; the position does not move. */
+static int
+hash_upto(sk_source *s, uint64_t end)
+{
+	uint8_t buf[1 << 16];
+	const void *p;
+	int64_t got;
+	size_t n;
+
+	while (s->md5 != NULL && s->md5_rc == 0 && s->hashed < end) {
+		n = end - s->hashed < sizeof buf ? (size_t)(end - s->hashed) :
+		    sizeof buf;
+		if (s->ops->peek != NULL)
+			got = s->ops->peek(s, &p, n, s->hashed);
+		else {
+			p = buf;
+			got = s->ops->pread(s, buf, n, s->hashed);
+		}
+		if (got < 0)
+			s->md5_rc = (int)got;
+		if (got <= 0)
+			break;
+		hash_feed(s, p, s->hashed, got);
+	}
+	return s->md5_rc;
+}
+
+int
+sk_source_md5_start(sk_source *s)
 {
 	int rc;
 
 	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
 		return rc;
-	return s->ops->pread(s, buf, n, offset);
+	if (s->md5 != NULL || s->pos != 0)
+		return sk__fail(&s->h, SK_EINVAL, "%s: an MD5 starts before the "
+		    "first read", s->url);
+	if ((s->md5 = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(s->md5, EVP_md5(), NULL) != 1)
+		return sk__fail(&s->h, SK_ENOMEM, "%s: cannot start MD5", s->url);
+	s->hashed = 0;
+	s->md5_rc = 0;
+	return 0;
+}
+
+int
+sk_source_md5_end(sk_source *s, uint64_t *size, char md5[33])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int rc;
+
+	*size = 0;
+	md5[0] = '\0';
+	if (s == NULL || s->h.magic != SK__MAGIC_SOURCE || s->md5 == NULL)
+		return SK_EINVAL;
+	/* What the reader skipped or never reached: read it now. */
+	if (s->md5_rc == 0 && s->h.state == SK__STATE_OK)
+		hash_upto(s, UINT64_MAX);
+	rc = s->md5_rc != 0 ? s->md5_rc : s->h.state != SK__STATE_OK ?
+	    SK_EFATAL : 0;
+	if (rc == 0) {
+		EVP_DigestFinal_ex(s->md5, md, &mdlen);
+		sk__md5_hex(md, md5);
+		*size = s->hashed;
+	}
+	EVP_MD_CTX_free(s->md5);
+	s->md5 = NULL;
+	return rc;
+}
+
+int64_t
+sk_source_pread(sk_source *s, void *buf, size_t n, uint64_t offset)
+{
+	int64_t got;
+	int rc;
+
+	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
+		return rc;
+	got = s->ops->pread(s, buf, n, offset);
+	hash_feed(s, buf, offset, got);
+	return got;
 }
 
 int64_t
@@ -166,8 +257,10 @@ sk__source_read_ptr(sk_source *s, const void **ptr, void *buf, size_t n)
 		got = s->ops->pread(s, buf, n, s->pos);
 	} else
 		got = s->ops->peek(s, ptr, n, s->pos);
-	if (got > 0)
+	if (got > 0) {
+		hash_feed(s, *ptr, s->pos, got);
 		s->pos += (uint64_t)got;
+	}
 	return got;
 }
 
@@ -178,6 +271,10 @@ sk_source_seek(sk_source *s, uint64_t offset)
 
 	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
 		return rc;
+	/* A skip while hashing reads through: the MD5 needs every byte,
+	 * and a remote stream has them in its window anyway. */
+	if (s->md5 != NULL && offset > s->hashed)
+		hash_upto(s, offset);
 	s->pos = offset;
 	return 0;
 }
@@ -205,6 +302,7 @@ sk_source_close(sk_source *s)
 		return;
 	if (s->ops != NULL && s->impl != NULL)
 		s->ops->close(s);
+	EVP_MD_CTX_free(s->md5);
 	free(s->url);
 	s->h.magic = 0;
 	free(s);

@@ -389,20 +389,24 @@ check_sample(struct verify *v, const struct sk_sample *s, int decode)
 	}
 }
 
-/* Compare what a manifest says about a shard with the shard itself. */
+/*
+ * Compare what a manifest says about a shard with the shard itself: its
+ * size and MD5 come from src, hashed while the samples were read, so the
+ * shard's bytes come once (src is still the reader's).
+ */
 static void
 check_manifest(struct verify *v, const struct sk_manifest_shard *expect,
-    uint64_t nsamples)
+    uint64_t nsamples, sk_source *src)
 {
-	struct sk_error err = { 0 };
 	uint64_t size;
 	char md5[33];
 
 	if (nsamples != expect->nsamples)
 		problem(v, "%s: %" PRIu64 " samples, manifest says %" PRIu64,
 		    v->shown, nsamples, expect->nsamples);
-	if (sk_source_md5(v->url, &size, md5, &err) < 0) {
-		problem(v, "%s", err.msg);
+	if (sk_source_md5_end(src, &size, md5) < 0) {
+		problem(v, "%s: cannot read it whole for its MD5: %s", v->shown,
+		    sk_errmsg(src));
 		return;
 	}
 	if (size != expect->filesize)
@@ -419,6 +423,7 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 	struct sk_sample s = { 0 };
 	struct sk_error err;
 	sk_sample_reader *r;
+	sk_source *src = NULL;
 	uint64_t first = v->nsamples;
 	int rc;
 
@@ -426,7 +431,8 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 	v->shown = sh->shown;
 	v->classify = 0;
 	/* Every entry, so that links and devices are seen and reported. */
-	if (samples_open(sh->url, SK_TAR_ALL_ENTRIES, &r, &err) < 0) {
+	if (samples_open_md5(sh->url, SK_TAR_ALL_ENTRIES, &r, sh->expect ?
+	    &src : NULL, &err) < 0) {
 		/* One line for a missing shard, not one per manifest field. */
 		problem(v, "%s", err.msg);
 		return;
@@ -436,12 +442,12 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 	if (rc < 0)
 		problem(v, "%s", sk_errmsg(r));
 	sk_sample_free(&s);
-	sk_sample_reader_close(r);
 	keyset_clear(&v->seen);
 	/* Not a shard of images and labels: text-only samples are fine. */
 	wait_clear(v);
 	if (sh->expect != NULL)
-		check_manifest(v, sh->expect, v->nsamples - first);
+		check_manifest(v, sh->expect, v->nsamples - first, src);
+	sk_sample_reader_close(r);
 }
 
 struct verify_opts {

@@ -139,17 +139,27 @@ int
 samples_open(const char *url, int tar_flags, sk_sample_reader **r,
     struct sk_error *err)
 {
+	return samples_open_md5(url, tar_flags, r, NULL, err);
+}
+
+int
+samples_open_md5(const char *url, int tar_flags, sk_sample_reader **r,
+    sk_source **md5, struct sk_error *err)
+{
 	struct sk_sample_reader_opts o = { .tar_flags = tar_flags };
 	sk_source *src = NULL;
 	int rc;
 
 	*r = NULL;
-	if ((rc = sk_source_open(&src, url)) < 0) {
+	if ((rc = sk_source_open(&src, url)) < 0 ||
+	    (md5 != NULL && (rc = sk_source_md5_start(src)) < 0)) {
 		sk_error_set(err, rc, "%s", src != NULL ? sk_errmsg(src) :
 		    sk_strerror(rc));
 		sk_source_close(src);
 		return rc;
 	}
+	if (md5 != NULL)
+		*md5 = src;
 	/* The reader owns src from here on, also when it fails. */
 	if ((rc = sk_sample_reader_open(r, src, &o)) < 0) {
 		sk_error_set(err, rc, "%s", *r != NULL ? sk_errmsg(*r) :

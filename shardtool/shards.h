@@ -64,6 +64,11 @@ void shards_free(struct shard_list *l);
  */
 int samples_open(const char *url, int tar_flags, sk_sample_reader **r,
     struct sk_error *err);
+/* The same, hashing the shard's bytes as they are read (md5 non-NULL:
+ * *md5 is the source, which the reader owns; sk_source_md5_end it before
+ * closing the reader). */
+int samples_open_md5(const char *url, int tar_flags, sk_sample_reader **r,
+    sk_source **md5, struct sk_error *err);
 /*
  * How many of s's members were read whole, given what
  * sk_sample_reader_next() returned: all of them, or after a failure (rc < 0)

@@ -126,6 +126,49 @@ TEST(source_file_seek)
 	free(data);
 }
 
+/* sk_source_md5_start/end give sk_source_md5's answer whatever the reads
+ * in between: sequential, skips forward, reads back, reads ahead, none. */
+TEST(source_md5_while_reading)
+{
+	uint8_t *data = make_data(DATA_SIZE), buf[5000];
+	char want[33], got[33];
+	uint64_t size;
+	sk_source *s;
+	int pass;
+
+	t_write_file("data.bin", data, DATA_SIZE);
+	CHECK_OK(sk_source_md5("data.bin", &size, want, NULL), NULL);
+	CHECK_EQ_INT((long long)size, DATA_SIZE);
+	for (pass = 0; pass < 4; pass++) {
+		CHECK_OK(sk_source_open(&s, "data.bin"), s);
+		CHECK_OK(sk_source_md5_start(s), s);
+		if (pass == 0)
+			while (CHECK_OK(sk_source_read(s, buf, 3001), s) > 0)
+				;
+		if (pass == 1) {
+			/* A tar reader: a header, a skip, a read back. */
+			CHECK_OK(sk_source_read(s, buf, 512), s);
+			CHECK_OK(sk_source_seek(s, 40000), s);
+			CHECK_OK(sk_source_read(s, buf, 700), s);
+			CHECK_OK(sk_source_pread(s, buf, 100, 10), s);
+			CHECK_OK(sk_source_seek(s, 99990), s);
+		}
+		if (pass == 2)
+			/* Far ahead first: the gap is read at the end. */
+			CHECK_OK(sk_source_pread(s, buf, 4000, 80000), s);
+		CHECK_OK(sk_source_md5_end(s, &size, got), s);
+		CHECK_EQ_INT((long long)size, DATA_SIZE);
+		CHECK_EQ_STR(got, want);
+		sk_source_close(s);
+	}
+	/* After the first read it is too late. */
+	CHECK_OK(sk_source_open(&s, "data.bin"), s);
+	CHECK_OK(sk_source_read(s, buf, 10), s);
+	CHECK_EQ_INT(sk_source_md5_start(s), SK_EINVAL);
+	sk_source_close(s);
+	free(data);
+}
+
 TEST(source_file_empty)
 {
 	sk_source *s;
