@@ -55,7 +55,10 @@ struct fs_obj {
 	char *url;
 	uint64_t size;
 	char version[128];	/* the listing's: pins the reads */
-	char disk_version[160];	/* what keys it in the disk cache; "" none */
+	char disk_version[160];	/* the listing's for the disk cache */
+	char disk_key[65];	/* its blocks' key in the disk cache; "" when
+				 * not kept there */
+	int disk_learn;		/* keyed by what its first response pins */
 	uint64_t id;
 	sk_source *src;		/* pinned: its stream fetches the ranges */
 	struct sk__stream *st;
@@ -192,7 +195,9 @@ fs_obj_get(struct fs_obj **out, const char *url, uint64_t size,
 	pthread_mutex_lock(&cache.mu);
 	for (o = cache.objs[h]; o != NULL; o = o->hnext)
 		if (o->size == size && strcmp(o->url, url) == 0 &&
-		    strcmp(o->version, version) == 0) {
+		    strcmp(o->version, version) == 0 &&
+		    strcmp(o->disk_version, disk_version ? disk_version : "") ==
+		    0) {
 			o->refs++;
 			pthread_mutex_unlock(&cache.mu);
 			*out = o;
@@ -208,7 +213,13 @@ fs_obj_get(struct fs_obj **out, const char *url, uint64_t size,
 	o->size = size;
 	snprintf(o->version, sizeof o->version, "%s", version);
 	snprintf(o->disk_version, sizeof o->disk_version, "%s",
-	    disk_version != NULL ? disk_version : "");
+	    disk_version ? disk_version : "");
+	if (fs_disk_enabled() && disk_version != NULL &&
+	    strcmp(disk_version, "learned") == 0)
+		o->disk_learn = 1;
+	else if (fs_disk_enabled() && disk_version != NULL &&
+	    disk_version[0] != '\0')
+		fs_disk_key(url, disk_version, size, o->disk_key);
 	if ((rc = sk__source_open_pinned(&o->src, url, size, version)) != 0) {
 		sk_error_set(err, rc, "%s", sk_errmsg(o->src));
 		obj_free(o);
@@ -460,8 +471,8 @@ step_of(const struct fs_reader *r)
 static int
 on_disk(const struct fs_obj *o, uint64_t blk)
 {
-	return o->disk_version[0] != '\0' && fs_disk_has(o->url,
-	    o->disk_version, o->size, blk * FS_BLOCK);
+	return o->disk_key[0] != '\0' && fs_disk_has(o->disk_key,
+	    blk * FS_BLOCK);
 }
 
 /*
@@ -519,12 +530,11 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 	struct chunk *c;
 	uint8_t *buf;
 
-	if ((c = find(o, blk)) == NULL && fs_disk_enabled() &&
-	    on_disk(o, blk)) {
+	if ((c = find(o, blk)) == NULL && on_disk(o, blk)) {
 		len = o->size - from < FS_BLOCK ? o->size - from : FS_BLOCK;
 		pthread_mutex_unlock(&cache.mu);
 		if ((buf = malloc((size_t)len)) != NULL &&
-		    fs_disk_get(o->url, o->disk_version, o->size, from, buf,
+		    fs_disk_get(o->disk_key, o->url, o->size, from, buf,
 		    (size_t)len) != 1) {
 			free(buf);
 			buf = NULL;
@@ -560,7 +570,15 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 		stop = next_here(o, blk + 1, (to + FS_BLOCK - 1) / FS_BLOCK);
 		if (stop * FS_BLOCK < to)
 			to = stop * FS_BLOCK;
-		make_room(to - from);
+		/* No room left (every chunk in use): this read's own blocks
+		 * only, at most 2 MiB past the limit per reading thread. */
+		if (!make_room(to - from) && to > from + 2 * FS_BLOCK) {
+			to = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+			if (to > from + 2 * FS_BLOCK)
+				to = from + 2 * FS_BLOCK;
+			if (to > o->size)
+				to = o->size;
+		}
 		if ((c = fetch(o, from, to - from)) == NULL)
 			return NULL;
 		FS_ADD(misses, 1);
@@ -578,8 +596,8 @@ keep(const struct chunk *c, const uint8_t *p)
 
 	for (at = 0; at < c->len; at += FS_BLOCK) {
 		n = c->len - at < FS_BLOCK ? c->len - at : FS_BLOCK;
-		fs_disk_put(c->o->url, c->o->disk_version, c->o->size,
-		    c->off + at, p + at, (size_t)n);
+		fs_disk_put(c->o->disk_key, c->o->size, c->off + at, p + at,
+		    (size_t)n);
 	}
 }
 
@@ -620,18 +638,44 @@ fs_reader_stale(const struct fs_reader *r)
 	return r->o->stale;
 }
 
+/*
+ * Wait for the bytes of c from at up to (not including) want, or the
+ * first of them when want is 0: how many of c's bytes are in (> at), 0
+ * when it ended short, < 0 on failure; *ptr at c's first byte.
+ */
+static int64_t
+bytes_of(struct chunk *c, uint64_t at, uint64_t want, uint64_t deadline,
+    const void **ptr, struct sk_error *err)
+{
+	int64_t got;
+
+	if (c->buf != NULL) {
+		*ptr = c->buf;
+		return (int64_t)c->len;
+	}
+	do
+		got = sk__range_wait(c->r, want > at ? want - 1 : at, deadline,
+		    ptr, err);
+	while (got > 0 && (uint64_t)got < want && (uint64_t)got > at &&
+	    sk__range_state(c->r) == 0);
+	return got;
+}
+
 int64_t
-fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
+fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
+    const void **zc, void **hold)
 {
 	struct fs_obj *o = r->o;
 	struct sk_error err;
 	struct chunk *c;
 	const void *ptr;
-	uint64_t end, pos, deadline, t0, at, take;
+	uint64_t end, pos, deadline, t0, at, take, want;
 	int64_t got;
-	int rc = 0;
+	int rc = 0, whole;
 
 	FS_ADD(reads, 1);
+	if (hold != NULL)
+		*hold = NULL;
 	if (off >= o->size || n == 0)
 		return 0;
 	end = off + n > o->size || off + n < off ? o->size : off + n;
@@ -655,18 +699,22 @@ fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
 		pthread_mutex_unlock(&cache.mu);
 
 		at = pos - c->off;
-		if (c->buf != NULL) {
-			ptr = c->buf;
-			got = (int64_t)c->len;
-		} else
-			got = sk__range_wait(c->r, at, deadline, &ptr, &err);
-		if (got > (int64_t)at) {
+		/* A read that one chunk holds whole is handed out in place
+		 * (zc): the chunk stays held until fs_read_put. */
+		whole = zc != NULL && pos == off && end <= c->off + c->len;
+		want = whole ? end - c->off : 0;
+		got = bytes_of(c, at, want, deadline, &ptr, &err);
+		if (whole && got >= (int64_t)want) {
+			*zc = (const uint8_t *)ptr + at;
+			pos = end;
+		} else if (got > (int64_t)at) {
 			take = (uint64_t)got - at;
 			if (take > end - pos)
 				take = end - pos;
 			memcpy(buf + (pos - off), (const uint8_t *)ptr + at,
 			    (size_t)take);
 			pos += take;
+			whole = 0;
 		} else if (got == 0) {
 			rc = -EIO;
 			sk_log(SK_LOG_WARN, "%s: the object ended before byte %"
@@ -676,9 +724,17 @@ fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
 			sk_log(SK_LOG_WARN, "%s", err.msg);
 
 		pthread_mutex_lock(&cache.mu);
+		if (got > 0 && o->disk_learn && o->disk_key[0] == '\0') {
+			/* The first response named the version: from now on
+			 * its blocks are kept under it. */
+			char v[300];
+
+			if (sk__stream_validator(o->st, v, sizeof v) == 0)
+				fs_disk_key(o->url, v, o->size, o->disk_key);
+		}
 		if (got >= 0 && c->r != NULL && !c->kept &&
 		    got == (int64_t)c->len && fs_disk_enabled() &&
-		    o->disk_version[0] != '\0') {
+		    o->disk_key[0] != '\0') {
 			/* One reader writes it, holding it meanwhile. */
 			c->kept = 1;
 			pthread_mutex_unlock(&cache.mu);
@@ -694,7 +750,10 @@ fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
 			if (sk__range_state(c->r) < 0 || rc == -ESTALE)
 				unindex(c);
 		}
-		release(c);
+		if (whole && pos == end)
+			*hold = c;
+		else
+			release(c);
 	}
 	pthread_mutex_unlock(&cache.mu);
 	reap();
@@ -704,6 +763,23 @@ fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
 		return (int64_t)(pos - off);
 	}
 	return rc;
+}
+
+int64_t
+fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
+{
+	return fs_read_zc(r, buf, n, off, NULL, NULL);
+}
+
+void
+fs_read_put(void *hold)
+{
+	if (hold == NULL)
+		return;
+	pthread_mutex_lock(&cache.mu);
+	release(hold);
+	pthread_mutex_unlock(&cache.mu);
+	reap();
 }
 
 void

@@ -83,8 +83,9 @@ fs_disk_usage(uint64_t *bytes, uint64_t *files)
 	pthread_mutex_unlock(&disk.mu);
 }
 
-static void
-key_of(const char *url, const char *version, uint64_t size, char key[65])
+void
+fs_disk_key(const char *url, const char *version, uint64_t size,
+    char key[65])
 {
 	char *s;
 
@@ -239,6 +240,12 @@ own_dir(int at, const char *name, struct sk_error *err, const char *shown)
 		close(fd);
 		return sk_error_set(err, SK_EACCES, "%s: not owned by this user; "
 		    "the cache keeps to folders of its own", shown);
+	}
+	/* No one else may plant blocks in it. */
+	if ((st.st_mode & 077) != 0 && fchmod(fd, 0700) != 0) {
+		close(fd);
+		return sk_error_set(err, SK_EACCES, "%s: others may write in it "
+		    "and it cannot be made 0700: %s", shown, strerror(errno));
 	}
 	return fd;
 }
@@ -397,19 +404,18 @@ hdr_crc(const struct hdr *h)
 }
 
 int
-fs_disk_has(const char *url, const char *version, uint64_t size,
-    uint64_t off)
+fs_disk_has(const char *key, uint64_t off)
 {
-	char key[65];
 	struct entry *e;
+	int there;
 
-	if (!disk.on)
+	if (!disk.on || key[0] == '\0')
 		return 0;
-	key_of(url, version, size, key);
 	pthread_mutex_lock(&disk.mu);
 	e = lookup(key, off / FS_BLOCK);
+	there = e != NULL && !e->writing;
 	pthread_mutex_unlock(&disk.mu);
-	return e != NULL && !e->writing;
+	return there;
 }
 
 /* Read all of n bytes at fd's offset: 0, or -1. */
@@ -431,17 +437,16 @@ read_all(int fd, void *buf, size_t n)
 }
 
 int
-fs_disk_get(const char *url, const char *version, uint64_t size,
-    uint64_t off, void *buf, size_t len)
+fs_disk_get(const char *key, const char *url, uint64_t size, uint64_t off,
+    void *buf, size_t len)
 {
 	struct entry *e;
 	struct hdr h;
-	char key[65], name[96];
+	char name[96];
 	int fd = -1, sub, ok = 0;
 
-	if (!disk.on)
+	if (!disk.on || key[0] == '\0')
 		return 0;
-	key_of(url, version, size, key);
 	pthread_mutex_lock(&disk.mu);
 	if ((e = lookup(key, off / FS_BLOCK)) == NULL || e->writing) {
 		pthread_mutex_unlock(&disk.mu);
@@ -494,19 +499,18 @@ write_all(int fd, const void *buf, size_t n)
 }
 
 void
-fs_disk_put(const char *url, const char *version, uint64_t size,
-    uint64_t off, const void *buf, size_t len)
+fs_disk_put(const char *key, uint64_t size, uint64_t off, const void *buf,
+    size_t len)
 {
 	static uint64_t seq;
 	struct entry *e;
 	struct hdr h;
 	uint64_t bytes = sizeof h + len, blk = off / FS_BLOCK;
-	char key[65], name[96], tmp[64];
+	char name[96], tmp[64];
 	int fd, sub, ok;
 
-	if (!disk.on || bytes > disk.max)
+	if (!disk.on || key[0] == '\0' || bytes > disk.max)
 		return;
-	key_of(url, version, size, key);
 	pthread_mutex_lock(&disk.mu);
 	if (lookup(key, blk) != NULL) {
 		pthread_mutex_unlock(&disk.mu);

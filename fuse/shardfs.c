@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,68 @@ fs_stats_json(size_t *len)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the kernel's read-ahead                                                 */
+
+/*
+ * The kernel reads a FUSE file ahead in requests of at most its
+ * read_ahead_kb (128 KiB by default): 1 MiB requests cost an eighth of
+ * the round trips through /dev/fuse. Raised when this process may (root);
+ * otherwise left as it is. Not before the kernel took the INIT answer,
+ * which lowers it again: the first request after it raises it (ra_once).
+ * The mount's device number comes from /proc/self/mountinfo, as a stat()
+ * of the mount point would wait for that INIT.
+ */
+static char ra_path[96];
+static int ra_state;		/* 0 not yet, 1 done */
+
+static void
+kernel_read_ahead(const char *mnt)
+{
+	unsigned maj = 0, min = 0, a, b;
+	char line[8192], point[4096];
+	FILE *f;
+	int found = 0;
+
+	if ((f = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return;
+	/* ID PARENT MAJ:MIN ROOT POINT ...; the last match is the newest.
+	 * (A point with a blank is written \\040: such a mount keeps the
+	 * kernel's default.) */
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b,
+		    point) == 3 && strcmp(point, mnt) == 0) {
+			maj = a;
+			min = b;
+			found = 1;
+		}
+	fclose(f);
+	if (found)
+		snprintf(ra_path, sizeof ra_path,
+		    "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+}
+
+static void
+ra_once(void)
+{
+	char cur[32];
+	ssize_t n;
+	int fd;
+
+	if (__atomic_exchange_n(&ra_state, 1, __ATOMIC_ACQ_REL) != 0 ||
+	    ra_path[0] == '\0')
+		return;
+	if ((fd = open(ra_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	if ((n = read(fd, cur, sizeof cur - 1)) > 0) {
+		cur[n] = '\0';
+		if (strtol(cur, NULL, 10) < 1024 && pwrite(fd, "1024", 4, 0) !=
+		    4)
+			sk_log(SK_LOG_INFO, "%s: cannot raise to 1024", ra_path);
+	}
+	close(fd);
+}
+
+/* ------------------------------------------------------------------------ */
 /* the FUSE operations                                                      */
 
 /* An open file: a reader of the object, or the stats file's text. */
@@ -195,6 +258,7 @@ op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs_node *n;
 	int rc;
 
+	ra_once();
 	if ((rc = fs_tree_lookup(node_of(parent), name, &n)) != 0) {
 		if (rc == -ENOENT && fs_opts.negative_ttl > 0) {
 			/* A negative entry the kernel keeps. */
@@ -235,6 +299,7 @@ op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_node *n = node_of(ino);
 	struct stat st;
 
+	ra_once();
 	(void)fi;
 	fs_tree_lock();
 	stat_of(n, &st);
@@ -251,7 +316,7 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_obj *o;
 	char *url, version[128], dv[160];
 	uint64_t size;
-	int rc, same;
+	int rc;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
@@ -283,13 +348,6 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	size = n->size;
 	snprintf(version, sizeof version, "%s", n->version);
 	snprintf(dv, sizeof dv, "%s", n->disk_version);
-	/* The kernel's page cache is the object's as long as the version
-	 * the listing gave stays the same. */
-	same = n->opened && strcmp(n->opened_version, dv[0] ? dv : version) ==
-	    0 && dv[0] != '\0';
-	snprintf(n->opened_version, sizeof n->opened_version, "%s",
-	    dv[0] ? dv : version);
-	n->opened = 1;
 	fs_tree_unlock();
 	if (url == NULL) {
 		free(h);
@@ -312,7 +370,9 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	FS_ADD(opens, 1);
-	fi->keep_cache = same;
+	/* An inode is one version of its object (tree.c): what the
+	 * kernel cached of it stays right across opens. */
+	fi->keep_cache = 1;
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0) {
 		fs_reader_free(h->r);
@@ -325,6 +385,8 @@ op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fuse_file_info *fi)
 {
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	const void *zc = NULL;
+	void *hold = NULL;
 	int64_t got;
 	char *buf;
 
@@ -345,13 +407,15 @@ op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	got = fs_read(h->r, buf, size, (uint64_t)off);
+	/* Bytes one chunk holds go to the kernel from the cache itself. */
+	got = fs_read_zc(h->r, buf, size, (uint64_t)off, &zc, &hold);
 	if (got < 0) {
 		if (got == -ESTALE)
 			fs_tree_stale(h->node);
 		fuse_reply_err(req, (int)-got);
 	} else
-		fuse_reply_buf(req, buf, (size_t)got);
+		fuse_reply_buf(req, hold != NULL ? zc : buf, (size_t)got);
+	fs_read_put(hold);
 	free(buf);
 }
 
@@ -436,7 +500,7 @@ readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (k > size - used)
 			break;
 		/* readdirplus hands the kernel a reference (not for . and
-		 * ..), as lookup does. */
+		 * ..), as lookup does; taken back if the reply fails. */
 		if (plus && i >= 2) {
 			fs_tree_lock();
 			n->nlookup++;
@@ -444,7 +508,12 @@ readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		used += k;
 	}
-	fuse_reply_buf(req, buf, used);
+	if (fuse_reply_buf(req, buf, used) != 0 && plus) {
+		size_t j;
+
+		for (j = off < 2 ? 2 : (size_t)off; j < i; j++)
+			fs_tree_forget(d->d[j - 2].node, 1);
+	}
 	free(buf);
 }
 
@@ -481,6 +550,7 @@ op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs st;
 
+	ra_once();
 	(void)ino;
 	memset(&st, 0, sizeof st);
 	st.f_bsize = st.f_frsize = (unsigned long)FS_BLOCK;
@@ -613,6 +683,104 @@ static const struct fuse_lowlevel_ops ops = {
 };
 
 /* ------------------------------------------------------------------------ */
+/* telling the kernel to forget names                                       */
+
+/*
+ * fuse_lowlevel_notify_inval_entry may wait for the kernel's lock on the
+ * folder, which a request this process has yet to answer can hold: it is
+ * sent from a thread of its own, never from a request.
+ */
+struct note {
+	struct note *next;
+	struct fs_node *parent;	/* pinned until sent */
+	char *name;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct note *head, *tail;
+	struct fuse_session *se;
+	pthread_t thread;
+	int on, stop;
+} notes = { .mu = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER };
+
+void
+fs_notify_entry(struct fs_node *parent, const char *name)
+{
+	struct note *n;
+
+	if (!__atomic_load_n(&notes.on, __ATOMIC_ACQUIRE))
+		return;
+	if ((n = calloc(1, sizeof *n)) == NULL ||
+	    (n->name = strdup(name)) == NULL) {
+		free(n);
+		return;		/* the entry times out instead */
+	}
+	n->parent = parent;
+	parent->pins++;
+	pthread_mutex_lock(&notes.mu);
+	if (notes.tail != NULL)
+		notes.tail->next = n;
+	else
+		notes.head = n;
+	notes.tail = n;
+	pthread_cond_signal(&notes.cond);
+	pthread_mutex_unlock(&notes.mu);
+}
+
+static void *
+notifier(void *arg)
+{
+	struct note *n;
+
+	(void)arg;
+	pthread_mutex_lock(&notes.mu);
+	for (;;) {
+		while (notes.head == NULL && !notes.stop)
+			pthread_cond_wait(&notes.cond, &notes.mu);
+		if ((n = notes.head) == NULL)
+			break;
+		if ((notes.head = n->next) == NULL)
+			notes.tail = NULL;
+		pthread_mutex_unlock(&notes.mu);
+		if (!notes.stop)
+			fuse_lowlevel_notify_inval_entry(notes.se,
+			    ino_of(n->parent), n->name, strlen(n->name));
+		fs_tree_unpin(n->parent);
+		free(n->name);
+		free(n);
+		pthread_mutex_lock(&notes.mu);
+	}
+	pthread_mutex_unlock(&notes.mu);
+	return NULL;
+}
+
+static void
+fs_notify_start(struct fuse_session *se)
+{
+	notes.se = se;
+	if (pthread_create(&notes.thread, NULL, notifier, NULL) != 0)
+		return;		/* names time out instead */
+	__atomic_store_n(&notes.on, 1, __ATOMIC_RELEASE);
+}
+
+/* Before the session goes: what is queued is dropped, unpinned. */
+static void
+fs_notify_stop(void)
+{
+	if (!__atomic_load_n(&notes.on, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&notes.on, 0, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&notes.mu);
+	notes.stop = 1;
+	pthread_cond_signal(&notes.cond);
+	pthread_mutex_unlock(&notes.mu);
+	pthread_join(notes.thread, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
 /* options                                                                  */
 
 enum {
@@ -693,6 +861,8 @@ static const struct cli_command shardfs_cmd = {
 struct setup {
 	struct cli_remote remote;
 	char fuse_opts[1024];	/* passed on to libfuse */
+	char *copies[64];	/* of -o lists, which values point into */
+	size_t ncopies;
 };
 
 /* FUSE's own options that may be passed on: nothing that could make the
@@ -726,8 +896,13 @@ mount_options(struct setup *su, const char *list)
 	const struct cli_option *o;
 	size_t i;
 
+	/* Values point into the copy (a --cache-dir, a --ca-file): it lives
+	 * as long as the options. */
+	if (su->ncopies == sizeof su->copies / sizeof su->copies[0])
+		usage_error("-o: given too many times");
 	if ((copy = strdup(list)) == NULL)
 		die("out of memory");
+	su->copies[su->ncopies++] = copy;
 	for (tok = strtok_r(copy, ",", &save); tok != NULL;
 	    tok = strtok_r(NULL, ",", &save)) {
 		eq = strchr(tok, '=');
@@ -764,7 +939,6 @@ mount_options(struct setup *su, const char *list)
 			strcat(su->fuse_opts, ",");
 		strcat(su->fuse_opts, tok);
 	}
-	free(copy);
 }
 
 static void
@@ -853,35 +1027,6 @@ root_of(const char *source, int *manifest)
 	    sk__asprintf("%s/", source);
 }
 
-/*
- * The kernel reads a FUSE file ahead in requests of at most its
- * read_ahead_kb (128 KiB by default): 1 MiB requests cost an eighth of
- * the round trips through /dev/fuse. Raised when this process may (root);
- * otherwise left as it is.
- */
-static void
-kernel_read_ahead(const char *mnt)
-{
-	struct stat st;
-	char path[96], cur[32];
-	ssize_t n;
-	int fd;
-
-	if (stat(mnt, &st) != 0)
-		return;
-	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb",
-	    major(st.st_dev), minor(st.st_dev));
-	if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return;
-	if ((n = read(fd, cur, sizeof cur - 1)) > 0) {
-		cur[n] = '\0';
-		if (strtol(cur, NULL, 10) < 1024 && pwrite(fd, "1024", 4, 0) !=
-		    4)
-			sk_log(SK_LOG_INFO, "%s: cannot raise to 1024", path);
-	}
-	close(fd);
-}
-
 /* Write what the mount came to (0, or an exit status) to the parent
  * that waits in daemonize(). */
 static int status_fd = -1;
@@ -938,6 +1083,41 @@ daemonize(void)
 		die("setsid: %s", strerror(errno));
 }
 
+/*
+ * Files read again later (a key file at each token refresh, a CA bundle
+ * for each new connection) by a path relative to a folder the background
+ * leaves: made absolute now.
+ */
+static void
+absolute_env(const char *name)
+{
+	const char *v = getenv(name);
+	char *abs;
+
+	if (v == NULL || *v == '\0' || *v == '/')
+		return;
+	if ((abs = realpath(v, NULL)) == NULL)
+		return;		/* reported where it is read */
+	setenv(name, abs, 1);
+	free(abs);
+}
+
+static void
+absolute_paths(struct setup *su, char **ca)
+{
+	static const char *const vars[] = { "GOOGLE_APPLICATION_CREDENTIALS",
+	    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "CURL_CA_BUNDLE",
+	    "SSL_CERT_FILE", "SSL_CERT_DIR", NULL };
+	int i;
+
+	for (i = 0; vars[i] != NULL; i++)
+		absolute_env(vars[i]);
+	*ca = NULL;
+	if (su->remote.cfg.ca_file != NULL && su->remote.cfg.ca_file[0] !=
+	    '/' && (*ca = realpath(su->remote.cfg.ca_file, NULL)) != NULL)
+		su->remote.cfg.ca_file = *ca;
+}
+
 /* Leave the terminal once mounted. */
 static void
 detach(void)
@@ -965,7 +1145,7 @@ cmd_mount(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se;
 	struct fuse_loop_config *lc;
-	char opts[2048], *shown, *cache_dir = NULL, *mnt;
+	char opts[2048], *shown, *cache_dir = NULL, *mnt, *ca;
 	const struct cli_option *r;
 	size_t k = 0, i;
 	int first, rc;
@@ -985,7 +1165,10 @@ cmd_mount(int argc, char **argv)
 	cli_remote_init(&su.remote);
 	first = cli_parse(&shardfs_cmd, argc, argv, setter, &su);
 	fs_opts.source = argv[first];
-	mnt = argv[first + 1];
+	/* Absolute: libfuse unmounts by this path, after the background
+	 * left the folder it was relative to. */
+	if ((mnt = realpath(argv[first + 1], NULL)) == NULL)
+		die("%s: %s", argv[first + 1], strerror(errno));
 	fs_opts.root = root_of(fs_opts.source, &fs_opts.manifest);
 	if (fs_opts.root == NULL)
 		die("out of memory");
@@ -1009,6 +1192,7 @@ cmd_mount(int argc, char **argv)
 		su.remote.cfg.stall_timeout = fs_opts.io_timeout;
 	if (su.remote.cfg.parts < 1)
 		su.remote.cfg.parts = 1;
+	absolute_paths(&su, &ca);
 
 	if (!fs_opts.foreground)
 		daemonize();
@@ -1047,6 +1231,7 @@ cmd_mount(int argc, char **argv)
 		die("%s: cannot mount (see above; is it an empty folder, and "
 		    "is /dev/fuse there?)", mnt);
 	kernel_read_ahead(mnt);
+	fs_notify_start(se);
 	if (!fs_opts.foreground)
 		detach();
 	else
@@ -1056,8 +1241,11 @@ cmd_mount(int argc, char **argv)
 	fuse_loop_cfg_set_max_threads(lc, (unsigned)fs_opts.threads);
 	fuse_loop_cfg_set_idle_threads(lc, (unsigned)(fs_opts.threads / 4 > 4 ?
 	    fs_opts.threads / 4 : 4));
+	/* 0, or the signal that ended it (SIGINT, SIGTERM, SIGHUP): both a
+	 * clean end; < 0 is an error. */
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
+	fs_notify_stop();
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	fuse_session_destroy(se);
@@ -1067,7 +1255,11 @@ cmd_mount(int argc, char **argv)
 	fs_disk_close();
 	free(fs_opts.root);
 	free(cache_dir);
-	return rc == 0 ? 0 : CLI_EXIT_FAILURE;
+	free(ca);
+	free(mnt);
+	for (i = 0; i < su.ncopies; i++)
+		free(su.copies[i]);
+	return rc >= 0 ? 0 : CLI_EXIT_FAILURE;
 }
 
 int

@@ -5,7 +5,8 @@
  * stats file shows.
  *
  * Lock order: the tree's lock, then the cache's, then an object's stream
- * (lib/fetch.c); the disk cache's lock is taken alone.
+ * (lib/fetch.c) or the disk cache's index; no file or network I/O under
+ * the tree's or the cache's lock.
  */
 #ifndef SHARDFS_H
 #define SHARDFS_H
@@ -87,9 +88,15 @@ void fs_obj_put(struct fs_obj *o);
 struct fs_reader;
 struct fs_reader *fs_reader_new(struct fs_obj *o);
 void fs_reader_free(struct fs_reader *r);
-/* Up to n bytes at off into buf: bytes read, or -errno (EIO, ESTALE when
- * the object changed, ETIMEDOUT past io_timeout). */
+/* Up to n bytes at off into buf: bytes read, or -errno (EIO, also past
+ * io_timeout; ESTALE when the object changed). */
 int64_t fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off);
+/* The same, but bytes that one chunk holds whole are not copied: *zc
+ * points at them and *hold keeps them until fs_read_put(*hold) (NULL
+ * when they were copied into buf). */
+int64_t fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
+    const void **zc, void **hold);
+void fs_read_put(void *hold);
 /* Whether a read of r found its object changed. */
 int fs_reader_stale(const struct fs_reader *r);
 /* Bytes the cache holds now, and at most ever. */
@@ -103,17 +110,21 @@ void fs_cache_usage(uint64_t *now, uint64_t *peak);
 int fs_disk_open(const char *dir, uint64_t max, struct sk_error *err);
 void fs_disk_close(void);
 int fs_disk_enabled(void);
-/* Block off (a multiple of FS_BLOCK) of the object url at version, whose
- * size is size: its len bytes into buf when cached and sound (1), else 0.
- * A block that fails its check is removed and counted. */
-int fs_disk_get(const char *url, const char *version, uint64_t size,
+/* The key of an object's blocks: a hex SHA-256 of its URL, version (a
+ * generation, an ETag, "mtime:T", "md5:M") and size. */
+void fs_disk_key(const char *url, const char *version, uint64_t size,
+    char key[65]);
+/* Whether block off (a multiple of FS_BLOCK) of the object key is there
+ * (without reading it). */
+int fs_disk_has(const char *key, uint64_t off);
+/* That block of the object (url names it in messages; size is its size):
+ * its len bytes into buf when cached and sound (1), else 0. A block that
+ * fails its check is removed and counted. */
+int fs_disk_get(const char *key, const char *url, uint64_t size,
     uint64_t off, void *buf, size_t len);
-/* Whether that block is there (without reading it). */
-int fs_disk_has(const char *url, const char *version, uint64_t size,
-    uint64_t off);
 /* Keep a block, making room; errors are counted and forgotten. */
-void fs_disk_put(const char *url, const char *version, uint64_t size,
-    uint64_t off, const void *buf, size_t len);
+void fs_disk_put(const char *key, uint64_t size, uint64_t off,
+    const void *buf, size_t len);
 void fs_disk_usage(uint64_t *bytes, uint64_t *files);
 
 /* ------------------------------------------------------------------------ */
@@ -123,6 +134,7 @@ struct fs_node {
 	struct fs_node *parent;
 	char *name;
 	char *url;		/* an object's URL, a folder's ending in '/' */
+	char *shown;		/* url for messages, without its secrets */
 	int dir;
 	int special;		/* the .shardfs folder or its stats file */
 	uint64_t size;
@@ -145,10 +157,6 @@ struct fs_node {
 	char **missing;
 	double *missing_until;
 	size_t nmissing;
-	/* objects: the version last opened, so the kernel's page cache is
-	 * kept across opens only when the object did not change */
-	char opened_version[160];
-	int opened;
 };
 
 int fs_tree_init(struct sk_error *err);
@@ -172,6 +180,13 @@ int fs_tree_readdir(struct fs_node *dir, struct fs_dirent **out,
 void fs_tree_dirents_free(struct fs_dirent *d, size_t n);
 /* A read found n's object changed: list its folder again next time. */
 void fs_tree_stale(struct fs_node *n);
+/* Let go of a pin fs_notify_entry took. */
+void fs_tree_unpin(struct fs_node *n);
+
+/* Tell the kernel to forget the name in parent (a name that went, or
+ * changed version): queued, sent by a thread of its own; parent stays
+ * pinned until then. Caller holds the tree's lock. (shardfs.c) */
+void fs_notify_entry(struct fs_node *parent, const char *name);
 /* Lock around reading a node's fields that a listing may change. */
 void fs_tree_lock(void);
 void fs_tree_unlock(void);

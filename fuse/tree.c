@@ -28,11 +28,12 @@
 
 static struct {
 	pthread_mutex_t mu;
-	pthread_cond_t cond;
+	pthread_cond_t cond;	/* a listing ended (CLOCK_MONOTONIC) */
 	struct fs_node *root;
 	struct fs_node *dot;	/* /.shardfs */
-} tree = { .mu = PTHREAD_MUTEX_INITIALIZER,
-	.cond = PTHREAD_COND_INITIALIZER };
+	int closing;		/* unmounted: the kernel's references are
+				 * gone with it */
+} tree = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* What one listing gives for a name. */
 struct item {
@@ -81,9 +82,12 @@ node_new(struct fs_node *parent, const char *name, const char *url, int dir)
 		return NULL;
 	n->name = strdup(name);
 	n->url = url != NULL ? strdup(url) : NULL;
-	if (n->name == NULL || (url != NULL && n->url == NULL)) {
+	n->shown = url != NULL ? sk_url_redact(url) : NULL;
+	if (n->name == NULL || (url != NULL && (n->url == NULL ||
+	    n->shown == NULL))) {
 		free(n->name);
 		free(n->url);
+		free(n->shown);
 		free(n);
 		return NULL;
 	}
@@ -108,21 +112,20 @@ missing_clear(struct fs_node *n)
 	n->nmissing = 0;
 }
 
-static void mark_gone(struct fs_node *n);
-
 /* Free n and whatever that lets go of above it; caller holds mu. */
 static void
 maybe_free(struct fs_node *n)
 {
 	struct fs_node *p;
 
-	while (n != NULL && n->gone && n->nlookup == 0 && n->pins == 0 &&
-	    n->nkids == 0) {
+	while (n != NULL && n->gone && (n->nlookup == 0 || tree.closing) &&
+	    n->pins == 0 && n->nkids == 0) {
 		p = n->parent;
 		missing_clear(n);
 		free(n->kids);
 		free(n->name);
 		free(n->url);
+		free(n->shown);
 		free(n);
 		if (p != NULL)
 			p->pins--;
@@ -130,20 +133,25 @@ maybe_free(struct fs_node *n)
 	}
 }
 
-/* n is no longer listed: nor is anything below it. */
+/*
+ * n is no longer listed: nor is anything below it. n is pinned while its
+ * kids go (freeing the last of them climbs to n), then freed itself if
+ * nothing holds it; the caller must not touch n afterwards.
+ */
 static void
 mark_gone(struct fs_node *n)
 {
-	size_t i;
 	struct fs_node **kids = n->kids;
-	size_t nk = n->nkids;
+	size_t i, nk = n->nkids;
 
 	n->gone = 1;
 	n->kids = NULL;
 	n->nkids = 0;
+	n->pins++;
 	for (i = 0; i < nk; i++)
 		mark_gone(kids[i]);
 	free(kids);
+	n->pins--;
 	maybe_free(n);
 }
 
@@ -195,13 +203,17 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 	struct sk_manifest m = { 0 };
 	struct item *v = NULL;
 	size_t i, n = 0;
-	char *dir = NULL, *full, *b;
+	char *dir = NULL, *full, *b, *shown;
 	int rc, beside = 1;
 
 	*out = NULL;
 	*nout = 0;
 	if ((rc = sk_manifest_read(url, &m, err)) != 0)
 		return rc;
+	if ((shown = sk_url_redact(url)) == NULL) {
+		sk_manifest_free(&m);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
 	if ((v = calloc(m.nshards + 1, sizeof *v)) == NULL ||
 	    (dir = strndup(url, (size_t)(strrchr(url, '/') - url + 1))) ==
 	    NULL) {
@@ -214,21 +226,34 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 			goto out;
 		}
 		v[n].url = full;
-		if ((b = base_name(full)) == NULL) {
-			rc = sk_error_set(err, SK_EFORMAT, "%s: shard %zu (%s) has "
-			    "no file name", url, i, m.shards[i].url);
-			n++;
+		n++;
+		/* An http manifest mounts http(s) shards only: not this
+		 * machine's files, nor a bucket read with the mounting
+		 * user's credentials for whoever reads the mount. */
+		if (strncmp(full, "http://", 7) != 0 &&
+		    strncmp(full, "https://", 8) != 0) {
+			rc = sk_error_set(err, SK_EINVAL, "%s: shardlist[%zu]: a "
+			    "mounted manifest may name only http(s) shards",
+			    shown, i);
 			goto out;
 		}
-		v[n].name = b;
-		v[n].size = m.shards[i].filesize;
-		if (m.shards[i].md5[0] != '\0')
-			snprintf(v[n].disk_version, sizeof v[n].disk_version,
-			    "md5:%s", m.shards[i].md5);
+		if ((b = base_name(full)) == NULL ||
+		    !sk__entry_name_ok(b, strlen(b)) || strlen(b) > NAME_MAX) {
+			rc = sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
+			    "has no file name a folder can show", shown, i);
+			free(b);
+			goto out;
+		}
+		v[n - 1].name = b;
+		v[n - 1].size = m.shards[i].filesize;
+		/* Its version is what its first response says: the blocks
+		 * are kept on disk under that (not the manifest's MD5,
+		 * which no read checks). */
+		snprintf(v[n - 1].disk_version, sizeof v[n - 1].disk_version,
+		    "learned");
 		if (strncmp(full, dir, strlen(dir)) != 0 ||
 		    strchr(full + strlen(dir), '/') != NULL)
 			beside = 0;
-		n++;
 	}
 	if (beside && (v[n].name = base_name(url)) != NULL &&
 	    (v[n].url = strdup(url)) != NULL) {
@@ -240,6 +265,8 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 		if (sk__read_whole(url, (size_t)256 << 20, &text, &len,
 		    err) == 0) {
 			v[n].size = len;
+			snprintf(v[n].disk_version, sizeof v[n].disk_version,
+			    "learned");
 			n++;
 		} else {
 			free(v[n].name);
@@ -251,13 +278,14 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 	for (i = 1; i < n; i++)
 		if (strcmp(v[i - 1].name, v[i].name) == 0) {
 			rc = sk_error_set(err, SK_EFORMAT, "%s: two shards are "
-			    "named %s; a mount shows one folder of names", url,
+			    "named %s; a mount shows one folder of names", shown,
 			    v[i].name);
 			goto out;
 		}
 out:
 	sk_manifest_free(&m);
 	free(dir);
+	free(shown);
 	if (rc != 0) {
 		items_free(v, n);
 		return rc;
@@ -276,7 +304,7 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 	struct item *v;
 	size_t i, n = 0;
 	int http = strncmp(url, "http", 4) == 0, rc;
-	char *name;
+	char *name, *shown;
 
 	*out = NULL;
 	*nout = 0;
@@ -286,14 +314,22 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 		sk__entries_free(&e);
 		return rc;
 	}
-	if ((v = calloc(e.n + 1, sizeof *v)) == NULL) {
+	if ((shown = sk_url_redact(url)) == NULL ||
+	    (v = calloc(e.n + 1, sizeof *v)) == NULL) {
+		free(shown);
 		sk__entries_free(&e);
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
 	for (i = 0; i < e.n; i++) {
 		if (strlen(e.v[i].name) > NAME_MAX) {
 			sk_log(SK_LOG_WARN, "%s: %.40s...: a name longer than %d "
-			    "bytes is not shown", url, e.v[i].name, NAME_MAX);
+			    "bytes is not shown", shown, e.v[i].name, NAME_MAX);
+			continue;
+		}
+		if (e.v[i].size > (uint64_t)INT64_MAX) {
+			sk_log(SK_LOG_WARN, "%s: %.60s: a size of %" PRIu64
+			    " bytes is not shown", shown, e.v[i].name,
+			    e.v[i].size);
 			continue;
 		}
 		name = http ? sk__uri_escape(e.v[i].name, 0) : NULL;
@@ -305,6 +341,7 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 			free(v[n].url);
 			items_free(v, n);
 			sk__entries_free(&e);
+			free(shown);
 			return sk_error_set(err, SK_ENOMEM, "out of memory");
 		}
 		v[n].dir = e.v[i].dir;
@@ -313,16 +350,23 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 		snprintf(v[n].version, sizeof v[n].version, "%s",
 		    e.v[i].version);
 		/* gs and s3 give a version; nginx only the time and size,
-		 * which its own ETag is made of. */
+		 * which its own ETag is made of: reads are pinned to that
+		 * time (its Last-Modified), or to the first response's. */
 		if (e.v[i].version[0] != '\0')
 			snprintf(v[n].disk_version, sizeof v[n].disk_version,
 			    "v:%s", e.v[i].version);
-		else if (e.v[i].mtime != 0)
-			snprintf(v[n].disk_version, sizeof v[n].disk_version,
+		else if (!e.v[i].dir && http && e.v[i].mtime > 0) {
+			snprintf(v[n].version, sizeof v[n].version,
 			    "mtime:%" PRId64, e.v[i].mtime);
+			snprintf(v[n].disk_version, sizeof v[n].disk_version,
+			    "%s", v[n].version);
+		} else if (!e.v[i].dir)
+			snprintf(v[n].disk_version, sizeof v[n].disk_version,
+			    "learned");
 		n++;
 	}
 	sk__entries_free(&e);
+	free(shown);
 	*out = v;
 	*nout = n;
 	return 0;
@@ -364,22 +408,30 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 	for (i = 0; i < n; i++) {
 		if (nk > 0 && strcmp(kids[nk - 1]->name, v[i].name) == 0) {
 			sk_log(SK_LOG_INFO, "%s: the object %s is hidden by the "
-			    "folder of that name", dir->url, v[i].name);
+			    "folder of that name", dir->shown, v[i].name);
 			continue;
 		}
 		if (dir == tree.root && strcmp(v[i].name, ".shardfs") == 0) {
 			sk_log(SK_LOG_WARN, "%s.shardfs is hidden by the mount's "
-			    "own .shardfs folder", dir->url);
+			    "own .shardfs folder", dir->shown);
 			continue;
 		}
+		/*
+		 * A node is one version of an object: another version is
+		 * another inode, so the kernel's page cache never holds the
+		 * bytes of two (the old one goes, and the kernel is told).
+		 */
 		k = kid(dir, v[i].name);
-		if (k != NULL && (k->dir != v[i].dir || k->special))
+		if (k != NULL && (k->dir != v[i].dir || k->special ||
+		    (!k->dir && (k->size != v[i].size ||
+		    strcmp(k->version, v[i].version) != 0 ||
+		    strcmp(k->disk_version, v[i].disk_version) != 0))))
 			k = NULL;
 		if (k == NULL) {
 			if ((k = node_new(dir, v[i].name, v[i].url,
 			    v[i].dir)) == NULL) {
 				sk_log(SK_LOG_WARN, "%s%s: out of memory; not "
-				    "shown", dir->url, v[i].name);
+				    "shown", dir->shown, v[i].name);
 				continue;
 			}
 		}
@@ -403,10 +455,13 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 		tree.dot->kept = 1;
 		nk++;
 	}
-	/* What the new listing did not take over is gone. */
+	/* What the new listing did not take over is gone: the kernel
+	 * forgets the name, so the next lookup finds what is there now. */
 	for (i = 0; i < dir->nkids; i++)
-		if (!dir->kids[i]->kept)
+		if (!dir->kids[i]->kept) {
+			fs_notify_entry(dir, dir->kids[i]->name);
 			mark_gone(dir->kids[i]);
+		}
 	for (i = 0; i < nk; i++)
 		kids[i]->kept = 0;
 	free(dir->kids);
@@ -438,11 +493,14 @@ listed(struct fs_node *dir)
 {
 	struct sk_error err;
 	struct item *v = NULL;
+	struct timespec until;
 	size_t n = 0;
-	double now = now_s();
+	double now = now_s(), end = now + fs_opts.io_timeout;
 	char *url;
 	int rc;
 
+	until.tv_sec = (time_t)end;
+	until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
 	for (;;) {
 		if (fresh(dir, now))
 			return 0;
@@ -450,7 +508,11 @@ listed(struct fs_node *dir)
 			return dir->listed_at > 0 ? 0 : dir->list_rc;
 		if (!dir->listing)
 			break;
-		pthread_cond_wait(&tree.cond, &tree.mu);
+		/* Another thread lists it: wait as long as a read would,
+		 * then make do with the last listing, if any. */
+		if (pthread_cond_timedwait(&tree.cond, &tree.mu, &until) ==
+		    ETIMEDOUT && dir->listing)
+			return dir->listed_at > 0 ? 0 : -EIO;
 		now = now_s();
 	}
 	dir->listing = 1;
@@ -473,7 +535,7 @@ listed(struct fs_node *dir)
 		dir->list_rc = rc;
 		items_free(v, n);
 	} else {
-		sk_log(SK_LOG_WARN, "%s", err.msg);
+		sk_log(SK_LOG_WARN, "%s", err.msg);	/* names no secret */
 		dir->list_rc = rc == SK_ENOENT ? -ENOENT : rc == SK_EACCES ?
 		    -EACCES : rc == SK_ENOMEM ? -ENOMEM : -EIO;
 		dir->list_rc_at = now_s();
@@ -541,6 +603,12 @@ fs_tree_init(struct sk_error *err)
 	struct fs_node *stats;
 	int rc;
 
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&tree.cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_lock(&tree.mu);
 	tree.root = node_new(NULL, "", fs_opts.root, 1);
 	tree.dot = tree.root ? node_new(tree.root, ".shardfs", NULL, 1) : NULL;
@@ -622,7 +690,9 @@ fs_tree_readdir(struct fs_node *dir, struct fs_dirent **out, size_t *nout)
 	}
 	for (i = 0; i < dir->nkids; i++) {
 		if ((d[i].name = strdup(dir->kids[i]->name)) == NULL) {
-			fs_tree_dirents_free(d, i);
+			while (i-- > 0)
+				d[i].node->nlookup--;
+			fs_tree_dirents_free(d, dir->nkids);
 			pthread_mutex_unlock(&tree.mu);
 			return -ENOMEM;
 		}
@@ -649,8 +719,21 @@ void
 fs_tree_stale(struct fs_node *n)
 {
 	pthread_mutex_lock(&tree.mu);
-	if (n->parent != NULL)
+	if (n->parent != NULL && !n->gone) {
+		/* Listed again at the next lookup, which the kernel makes
+		 * once it forgot the name. */
 		n->parent->listed_at = 0;
+		fs_notify_entry(n->parent, n->name);
+	}
+	pthread_mutex_unlock(&tree.mu);
+}
+
+void
+fs_tree_unpin(struct fs_node *n)
+{
+	pthread_mutex_lock(&tree.mu);
+	n->pins--;
+	maybe_free(n);
 	pthread_mutex_unlock(&tree.mu);
 }
 
@@ -658,10 +741,9 @@ void
 fs_tree_shutdown(void)
 {
 	pthread_mutex_lock(&tree.mu);
-	if (tree.root != NULL) {
-		tree.root->nlookup = 0;
+	tree.closing = 1;
+	if (tree.root != NULL)
 		mark_gone(tree.root);
-	}
 	tree.root = tree.dot = NULL;
 	pthread_mutex_unlock(&tree.mu);
 }

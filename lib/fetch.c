@@ -1792,7 +1792,8 @@ sk__stream_close(struct sk__stream *s)
 int
 sk__stream_pinned(struct sk__stream **out, const char *url,
     const char *display, uint64_t size, const char *etag,
-    const struct sk__auth *auth, const char *version, struct sk_error *err)
+    const char *lastmod, const struct sk__auth *auth, const char *version,
+    struct sk_error *err)
 {
 	struct sk__stream *s;
 	int rc;
@@ -1808,6 +1809,8 @@ sk__stream_pinned(struct sk__stream **out, const char *url,
 		snprintf(s->version, sizeof s->version, "%s", version);
 	if (etag != NULL && *etag != '\0')
 		snprintf(s->etag, sizeof s->etag, "%s", etag);
+	else if (lastmod != NULL && *lastmod != '\0')
+		snprintf(s->lastmod, sizeof s->lastmod, "%s", lastmod);
 	else
 		s->learn = 1;
 	s->size = size;
@@ -1816,6 +1819,23 @@ sk__stream_pinned(struct sk__stream **out, const char *url,
 	s->parts = 0;		/* no window: ranges only */
 	*out = s;
 	return 0;
+}
+
+int
+sk__stream_validator(struct sk__stream *s, char *buf, size_t n)
+{
+	int rc = 0;
+
+	buf[0] = '\0';
+	pthread_mutex_lock(&s->mu);
+	if (!s->learn && s->etag[0] != '\0')
+		snprintf(buf, n, "etag:%s", s->etag);
+	else if (!s->learn && s->lastmod[0] != '\0')
+		snprintf(buf, n, "last-modified:%s", s->lastmod);
+	else
+		rc = -1;
+	pthread_mutex_unlock(&s->mu);
+	return rc;
 }
 
 int

@@ -75,15 +75,21 @@ void sk__stream_close(struct sk__stream *s);
 /*
  * An object at the size and version a listing gave, for a cache: nothing
  * is sent until a range is asked for, and there is no read-ahead window.
- * etag (S3's, quotes and all) pins it by If-Match; NULL or "": the first
- * response's ETag (or Last-Modified) does, and every later one must match
- * it. version is the store's own (GCS: the generation=, which url must
- * name too) or NULL. A response of another total size is SK_ECHANGED.
- * Close it with sk__stream_close once its ranges are freed.
+ * etag (S3's, quotes and all) pins it by If-Match, else lastmod (an
+ * IMF-fixdate, what nginx's listing time gives) by If-Unmodified-Since and
+ * the responses' Last-Modified; with neither, the first response's ETag
+ * (or Last-Modified) does, and every later one must match it. version is
+ * the store's own (GCS: the generation=, which url must name too) or NULL.
+ * A response of another total size is SK_ECHANGED. Close it with
+ * sk__stream_close once its ranges are freed.
  */
 int sk__stream_pinned(struct sk__stream **out, const char *url,
     const char *display, uint64_t size, const char *etag,
-    const struct sk__auth *auth, const char *version, struct sk_error *err);
+    const char *lastmod, const struct sk__auth *auth, const char *version,
+    struct sk_error *err);
+/* What pins a pinned stream ("etag:..." or "last-modified:..."): 0, or
+ * -1 while its first response has yet to name it. */
+int sk__stream_validator(struct sk__stream *s, char *buf, size_t n);
 
 /*
  * A range of a pinned object fetched on its own, into a buffer of its own,

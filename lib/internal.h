@@ -63,9 +63,10 @@ struct sk__source_ops {
 	int64_t (*peek)(sk_source *s, const void **ptr, size_t n,
 	    uint64_t off);
 	int (*size)(sk_source *s, uint64_t *size);
-	/* Optional: open at the size and version (GCS generation, S3 ETag,
-	 * or "") a listing gave, for a cache: nothing is sent until a range
-	 * of the object is asked for (sk__source_stream). */
+	/* Optional: open at the size and version a listing gave (GCS
+	 * generation, S3 ETag, http "mtime:SECONDS" from nginx's listing, or
+	 * "" to take the first response's), for a cache: nothing is sent
+	 * until a range of the object is asked for (sk__source_stream). */
 	int (*open_pinned)(sk_source *s, const struct sk_url *u,
 	    uint64_t size, const char *version);
 	void (*close)(sk_source *s);
@@ -132,10 +133,12 @@ extern const struct sk__source_ops sk__source_s3_ops;
 struct sk__auth;
 int sk__remote_start(sk_source *s, const char *url, uint64_t hint,
     const struct sk__auth *auth, const char *version);
-/* The same for open_pinned: etag pins by If-Match (NULL: the first
- * response's), version is the store's own (GCS generation) or NULL. */
+/* The same for open_pinned: etag pins by If-Match, else lastmod by
+ * Last-Modified (both NULL: the first response's), version is the
+ * store's own (GCS generation) or NULL. */
 int sk__remote_pinned(sk_source *s, const char *url, uint64_t size,
-    const char *etag, const struct sk__auth *auth, const char *version);
+    const char *etag, const char *lastmod, const struct sk__auth *auth,
+    const char *version);
 int sk__remote_ready(sk_source *s);
 int64_t sk__remote_pread(sk_source *s, void *buf, size_t n, uint64_t off);
 int64_t sk__remote_peek(sk_source *s, const void **ptr, size_t n,
@@ -154,6 +157,7 @@ void sk__md5_hex(const unsigned char *digest, char out[33]);
 /* RFC 3986 unreserved characters pass (and '/' when keep_slash); the
  * rest is %XX. malloc'd, NULL when out of memory. */
 char *sk__uri_escape(const char *name, int keep_slash);
+
 /* ------------------------------------------------------------------------ */
 /* folder listings with metadata (listing.c)                                */
 

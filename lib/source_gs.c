@@ -651,7 +651,8 @@ gs_open_pinned(sk_source *s, const struct sk_url *u, uint64_t size,
 	free(meta);
 	if (url == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
-	rc = sk__remote_pinned(s, url, size, NULL, &gcs_auth, version);
+	rc = sk__remote_pinned(s, url, size, NULL, NULL, &gcs_auth,
+	    version);
 	free(url);
 	return rc;
 }

@@ -3,8 +3,10 @@
  * stream of ranged GETs read ahead of the tar reader, and a directory URL
  * ending in '/' is listed from nginx's JSON autoindex.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -32,32 +34,54 @@ sk__remote_start(sk_source *s, const char *url, uint64_t hint,
 
 int
 sk__remote_pinned(sk_source *s, const char *url, uint64_t size,
-    const char *etag, const struct sk__auth *auth, const char *version)
+    const char *etag, const char *lastmod, const struct sk__auth *auth,
+    const char *version)
 {
 	struct sk__stream *st = NULL;
 	struct sk_error err;
 	int rc;
 
-	rc = sk__stream_pinned(&st, url, s->url, size, etag, auth, version,
-	    &err);
+	rc = sk__stream_pinned(&st, url, s->url, size, etag, lastmod, auth,
+	    version, &err);
 	if (rc != 0)
 		return sk__fail(&s->h, rc, "%s", err.msg);
 	s->impl = st;
 	return 0;
 }
 
-/* Messages name the URL without its secrets; curl gets it whole. */
+/*
+ * Messages name the URL without its secrets; curl gets it whole. pinned:
+ * NULL to open ahead, else a listing's version: an ETag, "mtime:SECONDS"
+ * (nginx lists the time, which its Last-Modified repeats), or "".
+ */
 static int
 http_open(sk_source *s, uint64_t hint, const char *pinned)
 {
-	char *url = s->url, *display;
-	int rc;
+	char *url = s->url, *display, date[64];
+	long long t;
+	time_t tt;
+	struct tm tm;
+	int rc, n = 0;
 
 	if ((display = sk_url_redact(url)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
 	s->url = display;
+	date[0] = '\0';
+	if (pinned != NULL && sscanf(pinned, "mtime:%lld%n", &t, &n) == 1 &&
+	    pinned[n] == '\0' && t > 0) {
+		tt = (time_t)t;
+		if (gmtime_r(&tt, &tm) == NULL || strftime(date, sizeof date,
+		    "%a, %d %b %Y %H:%M:%S GMT", &tm) == 0)
+			date[0] = '\0';
+		pinned = "";
+	} else if (pinned != NULL && pinned[0] != '\0' && pinned[0] != '"' &&
+	    strncmp(pinned, "W/", 2) != 0) {
+		free(url);
+		return sk__fail(&s->h, SK_EINVAL, "%s: \"%.40s\" is not a "
+		    "version of an http object", s->url, pinned);
+	}
 	if (pinned != NULL)
-		rc = sk__remote_pinned(s, url, hint, pinned, NULL, NULL);
+		rc = sk__remote_pinned(s, url, hint, pinned, date, NULL, NULL);
 	else
 		rc = sk__remote_start(s, url, hint, NULL, NULL);
 	free(url);

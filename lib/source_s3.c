@@ -455,7 +455,8 @@ s3_open(sk_source *s, const struct sk_url *u, uint64_t hint,
 	if ((url = s3_url(u->host, u->path, NULL)) == NULL)
 		return sk__fail(&s->h, SK_ENOMEM, "out of memory");
 	if (pinned != NULL)
-		rc = sk__remote_pinned(s, url, hint, pinned, &s3_auth, NULL);
+		rc = sk__remote_pinned(s, url, hint, pinned, NULL, &s3_auth,
+		    NULL);
 	else
 		rc = sk__remote_start(s, url, hint, &s3_auth, NULL);
 	free(url);
