@@ -1375,10 +1375,15 @@ check_stalls(uint64_t now)
 		if (p->last_byte == 0 || __atomic_load_n(&p->cancel,
 		    __ATOMIC_RELAXED))
 			continue;
-		if (now - p->t_attempt > slow + (uint64_t)((p->len + 65536) /
-		    MIN_RATE * 1e9) && !p->whole) {
+		if ((!p->whole && now - p->t_attempt > slow +
+		    (uint64_t)((p->len + 65536) / MIN_RATE * 1e9)) ||
+		    (p->whole && (p->req == NULL || p->req->body_len == 0) &&
+		    now - p->t_attempt > slow &&
+		    (double)(p->have - p->attempt_have) * 1e9 <
+		    (double)MIN_RATE * (double)(now - p->t_attempt))) {
 			/* Bytes trickle in, never a stall, never an end:
-			 * nothing may wait forever. */
+			 * nothing may wait forever (a whole resource of
+			 * unknown size, a listing page, by its average). */
 			unlink_running(p);
 			fail_part(p, SK_ENETWORK, "%s: slower than %d bytes/s "
 			    "for %.0f s (%" PRIu64 " of %" PRIu64 " bytes)",
