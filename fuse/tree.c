@@ -141,9 +141,13 @@ mark_gone(struct fs_node *n)
 	n->gone = 1;
 	n->kids = NULL;
 	n->nkids = 0;
+	/* Pinned while its kids go: freeing the last of them would free n
+	 * (and what is above it) under this loop. */
+	n->pins++;
 	for (i = 0; i < nk; i++)
 		mark_gone(kids[i]);
 	free(kids);
+	n->pins--;
 	maybe_free(n);
 }
 
