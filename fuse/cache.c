@@ -316,14 +316,19 @@ chunk_free(struct chunk *c)
 }
 
 /* Evict unused chunks, oldest first, until len more bytes fit: 1, or 0
- * when only chunks in use are left. */
+ * when only chunks in use are left. Read-ahead (ahead) spares chunks read
+ * ahead and not yet read: evicting them to read further ahead would fetch
+ * every byte twice once the window outgrows the room. */
 static int
-make_room(uint64_t len)
+make_room(uint64_t len, int ahead)
 {
-	struct chunk *c;
+	struct chunk *c, *next;
 
-	while (cache.used + len > fs_opts.cache_bytes &&
-	    (c = cache.lru_head) != NULL) {
+	for (c = cache.lru_head; c != NULL && cache.used + len >
+	    fs_opts.cache_bytes; c = next) {
+		next = c->next;
+		if (ahead && c->ahead)
+			continue;
 		lru_unlink(c);
 		unindex(c);
 		FS_ADD(evictions, 1);
@@ -488,7 +493,7 @@ read_ahead(struct fs_reader *r, uint64_t off)
 		    FS_BLOCK);
 		if (stop * FS_BLOCK < at + len)
 			len = stop * FS_BLOCK - at;
-		if (!make_room(len) || (c = fetch(o, at, len)) == NULL)
+		if (!make_room(len, 1) || (c = fetch(o, at, len)) == NULL)
 			break;
 		c->ahead = 1;
 		FS_ADD(readahead_bytes, len);
@@ -526,7 +531,7 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 		}
 		pthread_mutex_lock(&cache.mu);
 		if (buf != NULL && (c = find(o, blk)) == NULL) {
-			make_room(len);
+			make_room(len, 0);
 			if ((c = chunk_new(o, from, len, NULL, buf)) != NULL) {
 				c->kept = 1;
 				FS_ADD(disk_hits, 1);
@@ -555,7 +560,7 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 		stop = next_here(o, blk + 1, (to + FS_BLOCK - 1) / FS_BLOCK);
 		if (stop * FS_BLOCK < to)
 			to = stop * FS_BLOCK;
-		make_room(to - from);
+		make_room(to - from, 0);
 		if ((c = fetch(o, from, to - from)) == NULL)
 			return NULL;
 		FS_ADD(misses, 1);
