@@ -185,6 +185,11 @@ op_init(void *data, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/* An O_DIRECT read sent as async requests waits for them in
+	 * uninterruptible sleep (up to io_timeout with the server down);
+	 * sent one request at a time it waits interruptibly, as a read
+	 * through the page cache waits killably. */
+	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_DIO;
 }
 
 static void
