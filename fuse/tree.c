@@ -655,6 +655,10 @@ fs_tree_stale(struct fs_node *n)
 	pthread_mutex_lock(&tree.mu);
 	if (n->parent != NULL)
 		n->parent->listed_at = 0;
+	/* The version opened last is not the object's any more, whatever
+	 * the next listing says: the kernel's pages of it go at the next
+	 * open. */
+	n->opened = 0;
 	pthread_mutex_unlock(&tree.mu);
 }
 
