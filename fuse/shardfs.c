@@ -697,6 +697,10 @@ static const struct cli_command shardfs_cmd = {
 struct setup {
 	struct cli_remote remote;
 	char fuse_opts[1024];	/* passed on to libfuse */
+	/* Each -o list's copy: the values taken from it (cache_dir=,
+	 * ca_file=) point into it until the mount ends. */
+	char **kept;
+	size_t nkept;
 };
 
 /* FUSE's own options that may be passed on: nothing that could make the
@@ -725,7 +729,7 @@ static void setter(void *ctx, const struct cli_option *o,
 static void
 mount_options(struct setup *su, const char *list)
 {
-	char *copy, *tok, *save = NULL, *eq, name[64];
+	char *copy, *tok, *save = NULL, *eq, name[64], **kept;
 	const struct cli_group *g;
 	const struct cli_option *o;
 	size_t i;
@@ -768,7 +772,11 @@ mount_options(struct setup *su, const char *list)
 			strcat(su->fuse_opts, ",");
 		strcat(su->fuse_opts, tok);
 	}
-	free(copy);
+	if ((kept = realloc(su->kept, (su->nkept + 1) * sizeof *kept)) ==
+	    NULL)
+		die("out of memory");
+	su->kept = kept;
+	su->kept[su->nkept++] = copy;
 }
 
 static void
@@ -1041,6 +1049,9 @@ cmd_mount(int argc, char **argv)
 	fs_disk_close();
 	free(fs_opts.root);
 	free(cache_dir);
+	for (i = 0; i < su.nkept; i++)
+		free(su.kept[i]);
+	free(su.kept);
 	return rc == 0 ? 0 : CLI_EXIT_FAILURE;
 }
 
