@@ -249,12 +249,15 @@ find(const struct fs_obj *o, uint64_t blk)
 	return NULL;
 }
 
-/* The first block in [blk, end) that o has here, or end. */
+static int on_disk(const struct fs_obj *o, uint64_t blk);
+
+/* The first block in [blk, end) that o has here or on disk, or end: a
+ * fetch stops there rather than fetch again what is kept. */
 static uint64_t
 next_here(const struct fs_obj *o, uint64_t blk, uint64_t end)
 {
 	for (; blk < end; blk++)
-		if (find(o, blk) != NULL)
+		if (find(o, blk) != NULL || on_disk(o, blk))
 			break;
 	return blk;
 }
