@@ -533,7 +533,9 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 			buf = NULL;
 		}
 		pthread_mutex_lock(&cache.mu);
-		if (buf != NULL && (c = find(o, blk)) == NULL) {
+		/* Another reader may have brought the block meanwhile, from
+		 * disk or (when this copy failed its check) the network. */
+		if ((c = find(o, blk)) == NULL && buf != NULL) {
 			make_room(len, 0);
 			if ((c = chunk_new(o, from, len, NULL, buf)) != NULL) {
 				c->kept = 1;
