@@ -44,6 +44,7 @@ struct chunk {
 	int indexed;		/* its blocks are in the index */
 	int ahead;		/* read ahead and not yet read */
 	int kept;		/* written to the disk cache (or tried) */
+	int on_lru;
 	struct chunk *prev, *next;	/* the LRU, while users == 0 */
 	size_t nslots;
 	struct slot slots[];
@@ -265,6 +266,9 @@ next_here(const struct fs_obj *o, uint64_t blk, uint64_t end)
 static void
 lru_unlink(struct chunk *c)
 {
+	if (!c->on_lru)
+		return;
+	c->on_lru = 0;
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -279,6 +283,7 @@ lru_unlink(struct chunk *c)
 static void
 lru_push(struct chunk *c)
 {
+	c->on_lru = 1;
 	c->prev = cache.lru_tail;
 	c->next = NULL;
 	if (cache.lru_tail != NULL)
