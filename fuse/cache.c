@@ -523,7 +523,7 @@ static struct chunk *
 chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 {
 	struct fs_obj *o = r->o;
-	uint64_t blk = pos / FS_BLOCK, from = blk * FS_BLOCK, to, len, stop;
+	uint64_t blk = pos / FS_BLOCK, from = blk * FS_BLOCK, to, len, stop, own;
 	struct chunk *c;
 	uint8_t *buf;
 
@@ -560,7 +560,10 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 			FS_ADD(mem_hits, 1);
 	}
 	if (c == NULL) {
-		to = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+		own = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+		if (own > o->size)
+			own = o->size;
+		to = own;
 		if (from == 0 && o->size <= fs_opts.chunk)
 			to = o->size;
 		if (r->window > 0 && to - from < step_of(r))
@@ -570,7 +573,11 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 		stop = next_here(o, blk + 1, (to + FS_BLOCK - 1) / FS_BLOCK);
 		if (stop * FS_BLOCK < to)
 			to = stop * FS_BLOCK;
-		make_room(to - from, 0);
+		/* No room: only the blocks this read asks for, so that the
+		 * cache passes cache_mb by at most a read's span per reading
+		 * thread (man page, Memory), not a step or an object each. */
+		if (!make_room(to - from, 0) && to > own)
+			to = own;
 		if ((c = fetch(o, from, to - from)) == NULL)
 			return NULL;
 		FS_ADD(misses, 1);
