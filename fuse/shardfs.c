@@ -1057,7 +1057,10 @@ cmd_mount(int argc, char **argv)
 	for (i = 0; i < su.nkept; i++)
 		free(su.kept[i]);
 	free(su.kept);
-	return rc == 0 ? 0 : CLI_EXIT_FAILURE;
+	/* The loop returns the signal that ended it (SIGINT, SIGTERM,
+	 * SIGHUP: fuse_set_signal_handlers()), a clean end as unmounting
+	 * is; only -errno is a failure. */
+	return rc >= 0 ? 0 : CLI_EXIT_FAILURE;
 }
 
 int
