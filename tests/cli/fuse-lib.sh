@@ -15,6 +15,7 @@ command -v fusermount3 >/dev/null || skip "no fusermount3 (apt-get install fuse3
 
 FS_MOUNTS=()
 FS_PIDS=()
+declare -A FS_ERR_OF	# mount point -> its shardfs's stderr
 
 fs_stop_all() {
 	local m p
@@ -46,6 +47,7 @@ fs_mount() {
 	mkdir -p "$mnt"
 	"$SHARDFS" "$src" "$mnt" -f "$@" >"$T/$name.out" 2>"$T/$name.err" &
 	FS_PID=$!
+	FS_ERR_OF[$mnt]="$T/$name.err"
 	FS_PIDS+=("$FS_PID")
 	FS_MOUNTS+=("$mnt")
 	for i in $(seq 300); do
@@ -57,9 +59,10 @@ fs_mount() {
 	fail "shardfs $src did not mount on $mnt"
 }
 
-# fs_umount MNT: unmount, and wait for its shardfs to exit 0.
+# fs_umount MNT: unmount, and wait for its shardfs to exit 0 with no
+# sanitizer's report on its stderr.
 fs_umount() {
-	local mnt=$1 i
+	local mnt=$1 i err=${FS_ERR_OF[$1]:-} rc=0
 	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
 	for i in $(seq 100); do
 		fs_mounted "$mnt" || break
@@ -67,7 +70,15 @@ fs_umount() {
 	done
 	fs_mounted "$mnt" && fail "$mnt is still mounted"
 	if [ -n "${FS_PID:-}" ]; then
-		wait "$FS_PID" || fail "shardfs exited $? after the unmount"
+		wait "$FS_PID" || rc=$?
+		if [ "$rc" -ne 0 ]; then
+			[ -z "$err" ] || tail -n 40 "$err" >&2
+			fail "shardfs exited $rc after the unmount"
+		fi
+	fi
+	if [ -n "$err" ] && grep -qE '(ERROR|WARNING): (Address|Leak|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error: ' "$err"; then
+		cat "$err" >&2
+		fail "a sanitizer reported on shardfs $mnt"
 	fi
 	return 0
 }
