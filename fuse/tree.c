@@ -662,12 +662,26 @@ fs_tree_stale(struct fs_node *n)
 	pthread_mutex_unlock(&tree.mu);
 }
 
+/* The kernel's references end with the mount: none are kept for n and
+ * what is below it. Caller holds mu. */
+static void
+forget_all(struct fs_node *n)
+{
+	size_t i;
+
+	n->nlookup = 0;
+	for (i = 0; i < n->nkids; i++)
+		forget_all(n->kids[i]);
+}
+
 void
 fs_tree_shutdown(void)
 {
 	pthread_mutex_lock(&tree.mu);
 	if (tree.root != NULL) {
-		tree.root->nlookup = 0;
+		/* The kernel sends no forget as it unmounts: every node it
+		 * had looked up would stay (and pin what is above it). */
+		forget_all(tree.root);
 		mark_gone(tree.root);
 	}
 	tree.root = tree.dot = NULL;
