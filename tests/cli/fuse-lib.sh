@@ -18,8 +18,14 @@ FS_PIDS=()
 declare -A FS_ERR_OF	# mount point -> its shardfs's stderr
 
 fs_stop_all() {
-	local m p
+	local m p err
 	for m in "${FS_MOUNTS[@]}"; do
+		# A shardfs that died says why here, if anywhere.
+		err=${FS_ERR_OF[$m]:-}
+		if [ -n "$err" ] && grep -qE 'Sanitizer|runtime error: ' "$err" 2>/dev/null; then
+			echo "--- stderr of shardfs $m:" >&2
+			head -c 20000 "$err" >&2
+		fi
 		fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" \
 		    2>/dev/null || true
 	done
