@@ -90,8 +90,9 @@ new_object() {
 
 # listed MNT NAME: whether ls of MNT/sub shows NAME.
 listed() {
-	# shellcheck disable=SC2012
-	ls "$1/sub" | grep -qx "$2"
+	# (Not a lookup: a name found missing stays so for negative_ttl.)
+	# shellcheck disable=SC2010
+	ls "$1/sub" | grep -qxF "$2"
 }
 
 say "an object made after the mount: shown after metadata_ttl, never with -1"

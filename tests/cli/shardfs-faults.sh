@@ -31,6 +31,7 @@ for f in "$D"/*; do
 	py fs_tool.py put-s3 data "f/${f##*/}" "$f"
 done
 
+# shellcheck disable=SC2054
 faults=(--ttfb 2 --conn-rate 0 --total-rate 0 --seed 11 --fault-rate 0.3
     --faults 503,429,reset,short,stall --fault-match .tar --stall 3
     --retry-after 1)

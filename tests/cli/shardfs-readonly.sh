@@ -12,7 +12,7 @@ set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/http-lib.sh"
 . "$top_srcdir/tests/cli/fuse-lib.sh"
-need_python
+need_python os
 
 mkdir -p "$T/www/r/sub/deeper"
 head -c 300000 /dev/urandom >"$T/www/r/a.bin"

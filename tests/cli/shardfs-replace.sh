@@ -27,6 +27,7 @@ s3_bucket data
 
 # One block read ahead at a time (readahead=1M), so the end of the object
 # is asked for after the replacement.
+# shellcheck disable=SC2054
 mopts=(--part-size 1M -o readahead=1M,metadata_ttl=2,cache_mb=32)
 
 # replace_on NAME FILE: put FILE on NAME's server as p/r.bin.
