@@ -261,12 +261,15 @@ find(const struct fs_obj *o, uint64_t blk)
 	return NULL;
 }
 
-/* The first block in [blk, end) that o has here, or end. */
+static int on_disk(const struct fs_obj *o, uint64_t blk);
+
+/* The first block in [blk, end) that o has here or on disk, or end: a
+ * fetch stops there rather than fetch again what is kept. */
 static uint64_t
 next_here(const struct fs_obj *o, uint64_t blk, uint64_t end)
 {
 	for (; blk < end; blk++)
-		if (find(o, blk) != NULL)
+		if (find(o, blk) != NULL || on_disk(o, blk))
 			break;
 	return blk;
 }
@@ -332,14 +335,19 @@ chunk_free(struct chunk *c)
 }
 
 /* Evict unused chunks, oldest first, until len more bytes fit: 1, or 0
- * when only chunks in use are left. */
+ * when only chunks in use are left. Read-ahead (ahead) spares chunks read
+ * ahead and not yet read: evicting them to read further ahead would fetch
+ * every byte twice once the window outgrows the room. */
 static int
-make_room(uint64_t len)
+make_room(uint64_t len, int ahead)
 {
-	struct chunk *c;
+	struct chunk *c, *next;
 
-	while (cache.used + len > fs_opts.cache_bytes &&
-	    (c = cache.lru_head) != NULL) {
+	for (c = cache.lru_head; c != NULL && cache.used + len >
+	    fs_opts.cache_bytes; c = next) {
+		next = c->next;
+		if (ahead && c->ahead)
+			continue;
 		lru_unlink(c);
 		unindex(c);
 		FS_ADD(evictions, 1);
@@ -504,7 +512,7 @@ read_ahead(struct fs_reader *r, uint64_t off)
 		    FS_BLOCK);
 		if (stop * FS_BLOCK < at + len)
 			len = stop * FS_BLOCK - at;
-		if (!make_room(len) || (c = fetch(o, at, len)) == NULL)
+		if (!make_room(len, 1) || (c = fetch(o, at, len)) == NULL)
 			break;
 		c->ahead = 1;
 		FS_ADD(readahead_bytes, len);
@@ -526,7 +534,7 @@ static struct chunk *
 chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 {
 	struct fs_obj *o = r->o;
-	uint64_t blk = pos / FS_BLOCK, from = blk * FS_BLOCK, to, len, stop;
+	uint64_t blk = pos / FS_BLOCK, from = blk * FS_BLOCK, to, len, stop, own;
 	struct chunk *c;
 	uint8_t *buf;
 
@@ -540,8 +548,10 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 			buf = NULL;
 		}
 		pthread_mutex_lock(&cache.mu);
-		if (buf != NULL && (c = find(o, blk)) == NULL) {
-			make_room(len);
+		/* Another reader may have brought the block meanwhile, from
+		 * disk or (when this copy failed its check) the network. */
+		if ((c = find(o, blk)) == NULL && buf != NULL) {
+			make_room(len, 0);
 			if ((c = chunk_new(o, from, len, NULL, buf)) != NULL) {
 				c->kept = 1;
 				FS_ADD(disk_hits, 1);
@@ -560,7 +570,10 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 			FS_ADD(mem_hits, 1);
 	}
 	if (c == NULL) {
-		to = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+		own = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
+		if (own > o->size)
+			own = o->size;
+		to = own;
 		if (from == 0 && o->size <= fs_opts.chunk)
 			to = o->size;
 		if (r->window > 0 && to - from < step_of(r))
@@ -570,15 +583,11 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 		stop = next_here(o, blk + 1, (to + FS_BLOCK - 1) / FS_BLOCK);
 		if (stop * FS_BLOCK < to)
 			to = stop * FS_BLOCK;
-		/* No room left (every chunk in use): this read's own blocks
-		 * only, at most 2 MiB past the limit per reading thread. */
-		if (!make_room(to - from) && to > from + 2 * FS_BLOCK) {
-			to = (end + FS_BLOCK - 1) / FS_BLOCK * FS_BLOCK;
-			if (to > from + 2 * FS_BLOCK)
-				to = from + 2 * FS_BLOCK;
-			if (to > o->size)
-				to = o->size;
-		}
+		/* No room: only the blocks this read asks for, so that the
+		 * cache passes cache_mb by at most a read's span per reading
+		 * thread (man page, Memory), not a step or an object each. */
+		if (!make_room(to - from, 0) && to > own)
+			to = own;
 		if ((c = fetch(o, from, to - from)) == NULL)
 			return NULL;
 		FS_ADD(misses, 1);
@@ -758,11 +767,17 @@ fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
 	pthread_mutex_unlock(&cache.mu);
 	reap();
 	FS_ADD(wait_ns, now_ns() - t0);
-	if (pos > off) {
-		FS_ADD(read_bytes, pos - off);
-		return (int64_t)(pos - off);
+	/* Short of end only with an error, and then the error: the kernel
+	 * takes a short read for the end of the file. */
+	if (rc != 0) {
+		if (hold != NULL && *hold != NULL) {
+			fs_read_put(*hold);
+			*hold = NULL;
+		}
+		return rc;
 	}
-	return rc;
+	FS_ADD(read_bytes, pos - off);
+	return (int64_t)(pos - off);
 }
 
 int64_t

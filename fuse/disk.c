@@ -56,6 +56,7 @@ struct entry {
 	uint64_t blk;
 	uint64_t bytes;		/* the file's size */
 	int writing;		/* being written: not there yet */
+	uint64_t serial;	/* which file of this name it is */
 };
 
 static struct {
@@ -63,7 +64,7 @@ static struct {
 	int on;
 	int top;		/* the cache folder, opened O_DIRECTORY */
 	int sub[256];		/* its 256 subfolders */
-	uint64_t max, bytes, files;
+	uint64_t max, bytes, files, serial;
 	struct entry *index[NBUCKETS];
 	struct entry *head, *tail;
 } disk = { .mu = PTHREAD_MUTEX_INITIALIZER, .top = -1 };
@@ -209,6 +210,7 @@ add(const char *key, uint64_t blk, uint64_t bytes)
 	e->key[64] = '\0';
 	e->blk = blk;
 	e->bytes = bytes;
+	e->serial = ++disk.serial;
 	e->hnext = disk.index[b];
 	disk.index[b] = e;
 	lru_push(e);
@@ -443,6 +445,7 @@ fs_disk_get(const char *key, const char *url, uint64_t size, uint64_t off,
 	struct entry *e;
 	struct hdr h;
 	char name[96];
+	uint64_t serial;
 	int fd = -1, sub, ok = 0;
 
 	if (!disk.on || key[0] == '\0')
@@ -456,6 +459,7 @@ fs_disk_get(const char *key, const char *url, uint64_t size, uint64_t off,
 	lru_push(e);
 	name_of(e, name, sizeof name);
 	sub = disk.sub[sub_of(key)];
+	serial = e->serial;
 	pthread_mutex_unlock(&disk.mu);
 
 	if ((fd = openat(sub, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
@@ -469,13 +473,18 @@ fs_disk_get(const char *key, const char *url, uint64_t size, uint64_t off,
 		close(fd);
 	if (ok)
 		return 1;
-	/* Torn, flipped or someone else's: never served. */
-	FS_ADD(disk_corrupt, 1);
-	sk_log(SK_LOG_WARN, "disk cache: block %" PRIu64 " of %s failed its "
-	    "check; it is fetched again", off / FS_BLOCK, url);
+	/* Torn, flipped or someone else's: never served. Counted once,
+	 * by the reader that removes it: two may have read it at once, and
+	 * the other may have put a sound block there since. */
 	pthread_mutex_lock(&disk.mu);
-	if ((e = lookup(key, off / FS_BLOCK)) != NULL && !e->writing)
+	if ((e = lookup(key, off / FS_BLOCK)) != NULL && !e->writing &&
+	    e->serial == serial) {
 		drop(e);
+		FS_ADD(disk_corrupt, 1);
+		sk_log(SK_LOG_WARN, "disk cache: block %" PRIu64 " of %s "
+		    "failed its check; it is fetched again", off / FS_BLOCK,
+		    url);
+	}
 	pthread_mutex_unlock(&disk.mu);
 	return 0;
 }

@@ -139,12 +139,18 @@ struct fs_node {
 	int special;		/* the .shardfs folder or its stats file */
 	uint64_t size;
 	int64_t mtime;
-	char version[128];	/* pins reads: GCS generation, S3 ETag, "" */
+	char listed[128];	/* the version its listing gave */
+	char version[128];	/* what pins its reads: that (a generation,
+				 * an ETag, nginx's "mtime:T"), or "" for
+				 * the first response's */
 	char disk_version[160];	/* keys blocks in the disk cache; "" none */
+	int kept_version;	/* set once: a node is one version */
 	uint64_t nlookup;	/* the kernel's references (and readdir's
 				 * while it hands names out) */
 	uint64_t pins;		/* kids and listings that need it */
 	int kept;		/* merge's mark: still listed */
+	int stale;		/* a read found its object changed: the next
+				 * listing makes a new node of the name */
 	int gone;		/* no longer listed: freed when forgotten */
 	/* folders */
 	struct fs_node **kids;	/* sorted by name */

@@ -147,6 +147,8 @@ mark_gone(struct fs_node *n)
 	n->gone = 1;
 	n->kids = NULL;
 	n->nkids = 0;
+	/* Pinned while its kids go: freeing the last of them would free n
+	 * (and what is above it) under this loop. */
 	n->pins++;
 	for (i = 0; i < nk; i++)
 		mark_gone(kids[i]);
@@ -349,9 +351,10 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 		v[n].mtime = e.v[i].mtime;
 		snprintf(v[n].version, sizeof v[n].version, "%s",
 		    e.v[i].version);
-		/* gs and s3 give a version; nginx only the time and size,
-		 * which its own ETag is made of: reads are pinned to that
-		 * time (its Last-Modified), or to the first response's. */
+		/* gs and s3 give a version; nginx only the time (and size)
+		 * its own ETag is made of: reads are pinned to that time
+		 * (its Last-Modified), and the disk cache keys by it. With
+		 * none, the first response's version does both. */
 		if (e.v[i].version[0] != '\0')
 			snprintf(v[n].disk_version, sizeof v[n].disk_version,
 			    "v:%s", e.v[i].version);
@@ -400,8 +403,9 @@ kid(const struct fs_node *dir, const char *name)
 static int
 merge(struct fs_node *dir, struct item *v, size_t n)
 {
-	struct fs_node **kids, *k;
+	struct fs_node **kids, *k, *old;
 	size_t i, nk = 0;
+	int trust;
 
 	if ((kids = calloc(n + 1, sizeof *kids)) == NULL)
 		return -ENOMEM;
@@ -423,10 +427,19 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 		 */
 		k = kid(dir, v[i].name);
 		if (k != NULL && (k->dir != v[i].dir || k->special ||
-		    (!k->dir && (k->size != v[i].size ||
-		    strcmp(k->version, v[i].version) != 0 ||
-		    strcmp(k->disk_version, v[i].disk_version) != 0))))
+		    k->stale || (!k->dir && (k->size != v[i].size ||
+		    strcmp(k->listed, v[i].version) != 0))))
 			k = NULL;
+		trust = 1;
+		if (k == NULL && (old = kid(dir, v[i].name)) != NULL &&
+		    old->stale && !old->dir && !v[i].dir &&
+		    strcmp(old->listed, v[i].version) == 0 &&
+		    strncmp(v[i].version, "mtime:", 6) == 0)
+			/* The listing's time no longer names what the server
+			 * serves (a read found the object changed, yet the
+			 * folder lists it as it was): the first response
+			 * names this node's version, and keys its blocks. */
+			trust = 0;
 		if (k == NULL) {
 			if ((k = node_new(dir, v[i].name, v[i].url,
 			    v[i].dir)) == NULL) {
@@ -438,9 +451,15 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 		k->kept = 1;
 		k->size = v[i].dir ? 0 : v[i].size;
 		k->mtime = v[i].mtime;
-		snprintf(k->version, sizeof k->version, "%s", v[i].version);
-		snprintf(k->disk_version, sizeof k->disk_version, "%s",
-		    v[i].disk_version);
+		if (!k->kept_version) {
+			snprintf(k->listed, sizeof k->listed, "%s",
+			    v[i].version);
+			snprintf(k->version, sizeof k->version, "%s", trust ?
+			    v[i].version : "");
+			snprintf(k->disk_version, sizeof k->disk_version, "%s",
+			    trust ? v[i].disk_version : "learned");
+			k->kept_version = 1;
+		}
 		kids[nk++] = k;
 	}
 	if (dir == tree.root && tree.dot != NULL) {
@@ -721,8 +740,10 @@ fs_tree_stale(struct fs_node *n)
 	pthread_mutex_lock(&tree.mu);
 	if (n->parent != NULL && !n->gone) {
 		/* Listed again at the next lookup, which the kernel makes
-		 * once it forgot the name. */
+		 * once it forgot the name; whatever the listing says, that
+		 * is a new node: its pages are not this one's. */
 		n->parent->listed_at = 0;
+		n->stale = 1;
 		fs_notify_entry(n->parent, n->name);
 	}
 	pthread_mutex_unlock(&tree.mu);

@@ -15,10 +15,17 @@ command -v fusermount3 >/dev/null || skip "no fusermount3 (apt-get install fuse3
 
 FS_MOUNTS=()
 FS_PIDS=()
+declare -A FS_ERR_OF	# mount point -> its shardfs's stderr
 
 fs_stop_all() {
-	local m p
+	local m p err
 	for m in "${FS_MOUNTS[@]}"; do
+		# A shardfs that died says why here, if anywhere.
+		err=${FS_ERR_OF[$m]:-}
+		if [ -n "$err" ] && grep -qE 'Sanitizer|runtime error: ' "$err" 2>/dev/null; then
+			echo "--- stderr of shardfs $m:" >&2
+			head -c 20000 "$err" >&2
+		fi
 		fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" \
 		    2>/dev/null || true
 	done
@@ -46,6 +53,7 @@ fs_mount() {
 	mkdir -p "$mnt"
 	"$SHARDFS" "$src" "$mnt" -f "$@" >"$T/$name.out" 2>"$T/$name.err" &
 	FS_PID=$!
+	FS_ERR_OF[$mnt]="$T/$name.err"
 	FS_PIDS+=("$FS_PID")
 	FS_MOUNTS+=("$mnt")
 	for i in $(seq 300); do
@@ -57,9 +65,10 @@ fs_mount() {
 	fail "shardfs $src did not mount on $mnt"
 }
 
-# fs_umount MNT: unmount, and wait for its shardfs to exit 0.
+# fs_umount MNT: unmount, and wait for its shardfs to exit 0 with no
+# sanitizer's report on its stderr.
 fs_umount() {
-	local mnt=$1 i
+	local mnt=$1 i err=${FS_ERR_OF[$1]:-} rc=0
 	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
 	for i in $(seq 100); do
 		fs_mounted "$mnt" || break
@@ -67,7 +76,15 @@ fs_umount() {
 	done
 	fs_mounted "$mnt" && fail "$mnt is still mounted"
 	if [ -n "${FS_PID:-}" ]; then
-		wait "$FS_PID" || fail "shardfs exited $? after the unmount"
+		wait "$FS_PID" || rc=$?
+		if [ "$rc" -ne 0 ]; then
+			[ -z "$err" ] || tail -n 40 "$err" >&2
+			fail "shardfs exited $rc after the unmount"
+		fi
+	fi
+	if [ -n "$err" ] && grep -qE '(ERROR|WARNING): (Address|Leak|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error: ' "$err"; then
+		cat "$err" >&2
+		fail "a sanitizer reported on shardfs $mnt"
 	fi
 	return 0
 }
@@ -81,11 +98,26 @@ for k in sys.argv[2].split("."):
 print(v)' "$1" "$2"
 }
 
-# no_d_state: no task of this machine is stuck in uninterruptible sleep on
-# a FUSE request (the D state, for more than a moment).
+# no_d_state: no task of this test (the script's descendants: its readers,
+# its shardfs) is stuck in uninterruptible sleep on a FUSE request (the D
+# state, for more than a moment). Other work on the machine, with mounts
+# of its own, is not this test's to judge.
 no_d_state() {
-	python3 - <<'EOF' || fail "a task is in D state"
+	python3 - "$$" <<'EOF' || fail "a task is in D state"
 import os, sys, time
+top = sys.argv[1]
+def ours(pid):
+    seen = 0
+    while pid not in ("0", "1") and seen < 64:
+        if pid == top:
+            return True
+        try:
+            st = open("/proc/%s/stat" % pid).read()
+        except OSError:
+            return False
+        pid = st[st.rindex(")") + 2:].split()[1]
+        seen += 1
+    return False
 def stuck():
     out = []
     for pid in os.listdir("/proc"):
@@ -97,7 +129,7 @@ def stuck():
         except OSError:
             continue
         state = st[st.rindex(")") + 2]
-        if state == "D" and "fuse" in wchan:
+        if state == "D" and "fuse" in wchan and ours(pid):
             out.append((pid, st[:st.rindex(")") + 1], wchan))
     return out
 first = stuck()

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # help-man.sh - the tools speak one command-line language (shardkit-cli(7))
-# and their pages say what their --help says: for shardtool, shardload and
-# shardtrain, every command's --help exits 0 and every long option it
-# prints appears in the tool's man page (curl's test1139); -V, --version,
-# "help COMMAND", an unknown option, a missing value, a bad size and an
-# unknown command read the same in every tool; and mandoc -Tlint finds
-# nothing above STYLE in any page.
+# and their pages say what their --help says: for shardtool, shardload,
+# shardtrain and shardfs, every command's --help exits 0 and every long
+# option it prints appears in the tool's man page (curl's test1139); -V,
+# --version, "help COMMAND", an unknown option, a missing value, a bad
+# size and an unknown command read the same in every tool; and mandoc
+# -Tlint finds nothing above STYLE in any page.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 : "${SHARDTRAIN:?SHARDTRAIN is not set; run the test through make check}"
@@ -137,6 +137,32 @@ in_page shardtrain.1 mpirun OMP_NUM_THREADS OMPI_COMM_WORLD_SIZE PMI_SIZE \
     SLURM_NTASKS STRATEGIES CHECKPOINTS --global-batch
 run_rc 2 stnsize "$SHARDTRAIN" --prefetch 12X
 has stnsize.err "--prefetch 12X: not a size such as 64M"
+
+# shardfs is built where configure found libfuse3.
+if [ -n "${SHARDFS:-}" ] && [ -x "$SHARDFS" ]; then
+	render shardfs.1
+	say "shardfs: its options are in shardfs.1; -V and usage errors as the others"
+	check_cmd "$SHARDFS" shardfs.1 -
+	for v in -V --version; do
+		run_rc 0 "fsver$v" "$SHARDFS" "$v"
+		grep -qE "^shardfs \(shardkit\) [0-9]+\.[0-9]+" "$T/fsver$v.out" ||
+		    fail "shardfs $v printed: $(cat "$T/fsver$v.out")"
+	done
+	run_rc 2 fsbogus "$SHARDFS" --bogus
+	has fsbogus.err "shardfs: --bogus: unknown option"
+	has fsbogus.err "usage: shardfs"
+	has fsbogus.err "Try 'shardfs --help'"
+	[ ! -s "$T/fsbogus.out" ] || fail "shardfs: a usage error wrote to stdout"
+	run_rc 2 fsnoval "$SHARDFS" src mnt --cache-mb
+	has fsnoval.err "shardfs: --cache-mb needs a value"
+	# The mount options and the environment it reads.
+	in_page shardfs.1 metadata_ttl negative_ttl cache_mb readahead cache_dir \
+	    cache_max_mb io_timeout threads allow_other STORAGE_EMULATOR_HOST \
+	    AWS_ENDPOINT_URL_S3 .shardfs/stats ESTALE EROFS EIO
+	for tag in fsver-V fsver--version fsbogus fsnoval; do
+		no_sanitizer_report "$tag"
+	done
+fi
 
 say "shardkit.5 documents the shard and manifest formats"
 render shardkit.5

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# shardfs-memory.sh - a mount's memory is bounded as man/shardfs.1 says
+# (section Memory): cache_mb + 64 MiB + 2 MiB x threads + 30 MiB, whatever
+# the readers. For an nginx folder, a GCS bucket and an S3 bucket, 16
+# readers at once read 16 objects of 8 MiB (4 x cache_mb) through a mount
+# with -o cache_mb=32,threads=16, each checking its bytes; the shardfs
+# process's peak RSS (VmHWM) stays under the bound and the block cache's
+# own peak under cache_mb.
+set -eu
+. "$top_srcdir/tests/cli/lib.sh"
+. "$top_srcdir/tests/cli/http-lib.sh"
+. "$top_srcdir/tests/cli/bucket-lib.sh"
+. "$top_srcdir/tests/cli/fuse-lib.sh"
+need_python boto3
+
+cache_mb=32
+threads=16
+bound=$((cache_mb + 64 + 2 * threads + 30))
+D="$T/www/big"
+mkdir -p "$D"
+for k in $(seq -w 0 15); do
+	head -c $((8 * 1048576 + 10#$k * 4099)) /dev/urandom >"$D/o-$k.bin"
+done
+http_start "$T/www"
+gcs_start
+gcs_bucket data
+s3_start
+s3_bucket data
+for f in "$D"/*; do
+	py fs_tool.py put-gs data "big/${f##*/}" "$f"
+	py fs_tool.py put-s3 data "big/${f##*/}" "$f"
+done
+
+# kib_of PID FIELD: a VmXXX value of /proc/PID/status, KiB.
+kib_of() {
+	awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"
+}
+
+bounded() {
+	local name=$1 src=$2 mnt="$T/m.$1" f pids=() p hwm t0 t1
+	say "$name: 16 readers, 128 MiB through cache_mb=$cache_mb, threads=$threads"
+	fs_mount "$name" "$src" "$mnt" -o "cache_mb=$cache_mb,threads=$threads"
+	echo "$name: after mounting, VmRSS $(kib_of "$FS_PID" VmRSS) KiB"
+	t0=$(date +%s.%N)
+	for f in "$D"/*.bin; do
+		cmp "$f" "$mnt/${f##*/}" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || fail "$name: a reader found other bytes"
+	done
+	t1=$(date +%s.%N)
+	hwm=$(kib_of "$FS_PID" VmHWM)
+	echo "$name: 128 MiB in $(echo "$t1 - $t0" | bc) s; peak RSS $((hwm / 1024)) MiB, bound $bound MiB"
+	python3 - "$mnt/.shardfs/stats" "$threads" <<'EOF' || fail "$name: the counters"
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = s["cache"]
+print("cache", c)
+print("fetched %.2f times the bytes read" % (s["remote"]["bytes"] /
+                                              s["read_bytes"]))
+# The block cache: cache_mb, and the 2 MiB a read spans per thread.
+assert c["memory_peak_bytes"] <= c["memory_limit_bytes"] + \
+    int(sys.argv[2]) * (2 << 20), c
+assert c["memory_limit_bytes"] == 32 << 20, c
+assert s["read_bytes"] >= 128 << 20, s["read_bytes"]
+assert s["read_errors"] == {"eio": 0, "estale": 0}, s
+EOF
+	[ "$hwm" -le $((bound * 1024)) ] ||
+	    fail "$name: peak RSS $((hwm / 1024)) MiB, over the documented $bound MiB"
+	fs_umount "$mnt"
+}
+
+bounded http "$HTTP_URL/big/"
+bounded gs gs://data/big
+bounded s3 s3://data/big
+echo ok
