@@ -55,6 +55,7 @@ struct fs_stats {
 	uint64_t disk_writes;	/* blocks written to the disk cache */
 	uint64_t disk_evictions;	/* blocks removed from it for room */
 	uint64_t evictions;	/* chunks dropped from memory for room */
+	uint64_t dropped;	/* chunks a sequential reader had passed */
 	uint64_t listings;	/* folder listings fetched */
 	uint64_t lookups;
 	uint64_t negative_hits;	/* lookups the negative cache answered */

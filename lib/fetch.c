@@ -52,6 +52,10 @@ struct part {
 	int cancel;		/* the reader let go of it (set under s->mu,
 				 * read anywhere with atomics) */
 	int whole;		/* a plain GET of a resource of unknown size */
+	int range;		/* a range (sk__range_start): its readers say
+				 * what they wait for */
+	int waiters;		/* readers blocked on it, under s->mu */
+	uint64_t wake_at;	/* wake them once more than this is in */
 	struct sk__req *req;	/* a request of any method, judged by its
 				 * caller (sk__fetch_request) */
 	char body_sha[65];	/* of req->body, for a signature */
@@ -836,7 +840,11 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	memcpy(p->buf + p->have, data, take);
 	pthread_mutex_lock(&s->mu);
 	p->have += take;
-	pthread_cond_broadcast(&s->cond);
+	/* A range's readers are woken when what they wait for is in, not
+	 * at every write: waking them for each 16 KiB cost a quarter of a
+	 * mount's CPU. */
+	if (!p->range || (p->waiters > 0 && p->have > p->wake_at))
+		pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->mu);
 	if (take < len) {
 		/* A server that ignored the range's end: all is here. */
@@ -1861,6 +1869,8 @@ sk__range_start(struct sk__stream *s, uint64_t off, uint64_t len,
 		pthread_mutex_unlock(&s->mu);
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
+	p->range = 1;
+	p->wake_at = UINT64_MAX;
 	submit(s, p);
 	pthread_mutex_unlock(&s->mu);
 	*out = (struct sk__range *)p;
@@ -1881,6 +1891,9 @@ sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
 	ts.tv_nsec = (long)(deadline % 1000000000u);
 	pthread_mutex_lock(&s->mu);
 	while (p->have <= at && p->state != P_DONE && p->state != P_FAILED) {
+		p->waiters++;
+		if (at < p->wake_at)
+			p->wake_at = at;
 		if (deadline == 0)
 			pthread_cond_wait(&s->cond, &s->mu);
 		else if (pthread_cond_timedwait(&s->cond, &s->mu, &ts) ==
@@ -1889,8 +1902,12 @@ sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
 			rc = sk_error_set(err, SK_ENETWORK, "%s: bytes from %"
 			    PRIu64 ": no answer in %.1f s", s->display,
 			    p->off + at, (double)(now_ns() - t0) / 1e9);
-			break;
 		}
+		/* The next waiter (or this one again) sets its own mark. */
+		if (--p->waiters == 0 || p->have > p->wake_at)
+			p->wake_at = UINT64_MAX;
+		if (rc != 0)
+			break;
 	}
 	have = p->have;
 	if (rc == 0 && have <= at && p->state == P_FAILED)
