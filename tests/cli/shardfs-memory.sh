@@ -13,6 +13,14 @@ set -eu
 . "$top_srcdir/tests/cli/fuse-lib.sh"
 need_python boto3
 
+# Under a sanitizer (--enable-sanitizers, or CFLAGS as CI's TSan build
+# has them) shadow memory and the freed-memory quarantine are most of
+# the RSS: the bound is then not checked, the rest is.
+sanitized=0
+if sed -n 's/^\(SK_CFLAGS\|CFLAGS\) = //p' "$top_builddir/Makefile" 2>/dev/null |
+    grep -q -- '-fsanitize='; then
+	sanitized=1
+fi
 cache_mb=32
 threads=16
 bound=$((cache_mb + 64 + 2 * threads + 30))
@@ -66,8 +74,11 @@ assert c["memory_limit_bytes"] == 32 << 20, c
 assert s["read_bytes"] >= 128 << 20, s["read_bytes"]
 assert s["read_errors"] == {"eio": 0, "estale": 0}, s
 EOF
-	[ "$hwm" -le $((bound * 1024)) ] ||
-	    fail "$name: peak RSS $((hwm / 1024)) MiB, over the documented $bound MiB"
+	if [ "$sanitized" = 1 ]; then
+		echo "$name: a sanitizer's build: peak RSS not held to the bound"
+	elif [ "$hwm" -gt $((bound * 1024)) ]; then
+		fail "$name: peak RSS $((hwm / 1024)) MiB, over the documented $bound MiB"
+	fi
 	fs_umount "$mnt"
 }
 
