@@ -414,11 +414,24 @@ op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	if (h->text != NULL) {
-		if ((uint64_t)off >= h->len)
+		size_t n;
+
+		if ((uint64_t)off >= h->len) {
 			fuse_reply_buf(req, NULL, 0);
-		else
-			fuse_reply_buf(req, h->text + off, (uint64_t)off + size >
-			    h->len ? h->len - (size_t)off : size);
+			return;
+		}
+		/* Replied from a copy: once the kernel has the reply the
+		 * reader may close, and op_release free h->text, while this
+		 * thread is still in writev() (ASan's writev check reads the
+		 * buffer after the call: a use after free). */
+		n = (uint64_t)off + size > h->len ? h->len - (size_t)off : size;
+		if ((buf = malloc(n)) == NULL) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(buf, h->text + off, n);
+		fuse_reply_buf(req, buf, n);
+		free(buf);
 		return;
 	}
 	if ((buf = malloc(size ? size : 1)) == NULL) {

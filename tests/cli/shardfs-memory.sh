@@ -3,9 +3,13 @@
 # (section Memory): cache_mb + 72 MiB + 3 MiB x threads + 30 MiB, whatever
 # the readers. For an nginx folder, a GCS bucket and an S3 bucket, 16
 # readers at once read 16 objects of 8 MiB (4 x cache_mb) through a mount
-# with -o cache_mb=32,threads=16, each checking its bytes; the shardfs
-# process's peak RSS (VmHWM) stays under the bound and the block cache's
-# own peak under cache_mb.
+# with -o cache_mb=32,threads=16,readahead=2M, each checking its bytes; the
+# shardfs process's peak RSS (VmHWM) stays under the bound, the block
+# cache's own peak under cache_mb and 2 MiB a thread, and the objects are
+# fetched about once. With the default readahead (64M) the 16 windows
+# outgrow the cache: the same readers, through nginx, are held to the
+# block cache's limits only (the process then peaks at 110-160 MiB, and
+# each byte is fetched 3 to 5 times: see the numbers this prints).
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/http-lib.sh"
@@ -13,6 +17,14 @@ set -eu
 . "$top_srcdir/tests/cli/fuse-lib.sh"
 need_python boto3
 
+# Under a sanitizer (--enable-sanitizers, or CFLAGS as CI's TSan build
+# has them) shadow memory and the freed-memory quarantine are most of
+# the RSS: the bound is then not checked, the rest is.
+sanitized=0
+if sed -n 's/^\(SK_CFLAGS\|CFLAGS\) = //p' "$top_builddir/Makefile" 2>/dev/null |
+    grep -q -- '-fsanitize='; then
+	sanitized=1
+fi
 cache_mb=32
 threads=16
 bound=$((cache_mb + 72 + 3 * threads + 30))
@@ -36,10 +48,14 @@ kib_of() {
 	awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"
 }
 
+# bounded NAME SOURCE READAHEAD MAX_FETCHED: 16 readers through a mount of
+# SOURCE with that readahead; the RSS bound is checked when MAX_FETCHED
+# (the most times each byte may be fetched) is not "-".
 bounded() {
-	local name=$1 src=$2 mnt="$T/m.$1" f pids=() p hwm t0 t1
-	say "$name: 16 readers, 128 MiB through cache_mb=$cache_mb, threads=$threads"
-	fs_mount "$name" "$src" "$mnt" -o "cache_mb=$cache_mb,threads=$threads"
+	local name=$1 src=$2 mnt="$T/m.$1.$3" f pids=() p hwm t0 t1
+	say "$name: 16 readers, 128 MiB through cache_mb=$cache_mb, threads=$threads, readahead=$3"
+	fs_mount "$name.$3" "$src" "$mnt" \
+	    -o "cache_mb=$cache_mb,threads=$threads,readahead=$3"
 	echo "$name: after mounting, VmRSS $(kib_of "$FS_PID" VmRSS) KiB"
 	t0=$(date +%s.%N)
 	for f in "$D"/*.bin; do
@@ -52,13 +68,15 @@ bounded() {
 	t1=$(date +%s.%N)
 	hwm=$(kib_of "$FS_PID" VmHWM)
 	echo "$name: 128 MiB in $(echo "$t1 - $t0" | bc) s; peak RSS $((hwm / 1024)) MiB, bound $bound MiB"
-	python3 - "$mnt/.shardfs/stats" "$threads" <<'EOF' || fail "$name: the counters"
+	python3 - "$mnt/.shardfs/stats" "$threads" "$4" <<'EOF' || fail "$name: the counters"
 import json, sys
 s = json.load(open(sys.argv[1]))
 c = s["cache"]
 print("cache", c)
-print("fetched %.2f times the bytes read" % (s["remote"]["bytes"] /
-                                              s["read_bytes"]))
+times = s["remote"]["bytes"] / s["read_bytes"]
+print("fetched %.2f times the bytes read" % times)
+if sys.argv[3] != "-":
+    assert times <= float(sys.argv[3]), "each byte fetched %.2f times" % times
 # The block cache: cache_mb, and the 2 MiB a read spans per thread.
 assert c["memory_peak_bytes"] <= c["memory_limit_bytes"] + \
     int(sys.argv[2]) * (2 << 20), c
@@ -66,12 +84,18 @@ assert c["memory_limit_bytes"] == 32 << 20, c
 assert s["read_bytes"] >= 128 << 20, s["read_bytes"]
 assert s["read_errors"] == {"eio": 0, "estale": 0}, s
 EOF
-	[ "$hwm" -le $((bound * 1024)) ] ||
-	    fail "$name: peak RSS $((hwm / 1024)) MiB, over the documented $bound MiB"
+	if [ "$sanitized" = 1 ]; then
+		echo "$name: a sanitizer's build: peak RSS not held to the bound"
+	elif [ "$4" = - ]; then
+		echo "$name: readahead $3: peak RSS not held to the bound"
+	elif [ "$hwm" -gt $((bound * 1024)) ]; then
+		fail "$name: peak RSS $((hwm / 1024)) MiB, over the documented $bound MiB"
+	fi
 	fs_umount "$mnt"
 }
 
-bounded http "$HTTP_URL/big/"
-bounded gs gs://data/big
-bounded s3 s3://data/big
+bounded http "$HTTP_URL/big/" 2M 1.7
+bounded gs gs://data/big 2M 1.7
+bounded s3 s3://data/big 2M 1.7
+bounded http "$HTTP_URL/big/" 64M -
 echo ok
