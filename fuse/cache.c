@@ -74,6 +74,7 @@ struct fs_reader {
 	uint64_t window;	/* read-ahead; 0 for a random reader */
 	uint64_t ra_end;	/* read ahead up to here */
 	int reads;
+	int streak;		/* reads in a row near the last one's end */
 };
 
 static struct {
@@ -86,6 +87,7 @@ static struct {
 	uint8_t *free[BLOCKS_KEPT];	/* spare block buffers */
 	int nfree;
 	uint64_t next_oid;
+	int nseq;		/* readers with a read-ahead window */
 } cache = { .mu = PTHREAD_MUTEX_INITIALIZER, .next_oid = 1 };
 
 static uint64_t
@@ -457,30 +459,50 @@ fs_reader_free(struct fs_reader *r)
 {
 	if (r == NULL)
 		return;
+	if (r->window > 0) {
+		pthread_mutex_lock(&cache.mu);
+		cache.nseq--;
+		pthread_mutex_unlock(&cache.mu);
+	}
 	fs_obj_put(r->o);
 	free(r);
 }
 
 /*
- * The reader's pattern: a read near where the last one ended (the kernel
- * sends a file's reads a few at a time, not always in order) is
- * sequential and doubles the read-ahead window; any other read makes it a
- * random reader, which fetches only what it asks for.
+ * The reader's pattern. A reader starting at 0, or reading twice in a
+ * row within 2 MiB of where its last read ended, is sequential; it stays
+ * so while its reads land within 4 MiB of that (the kernel sends a file's
+ * reads a few at a time, not always in order), and its read-ahead window
+ * doubles from 4 MiB to readahead. Any other read makes it a random
+ * reader, which fetches only what it asks for. The windows of all the
+ * sequential readers share the cache: each is at most a half of it
+ * divided among them, so that one reader's read-ahead does not evict what
+ * another fetched and has yet to read. Caller holds mu.
  */
 static void
 follow(struct fs_reader *r, uint64_t off, uint64_t end)
 {
-	uint64_t slack = 4 * FS_BLOCK;
+	uint64_t slack = (r->window > 0 ? 4 : 2) * FS_BLOCK, cap;
+	int near = r->reads > 0 && off + slack >= r->next &&
+	    off <= r->next + slack;
 
-	if ((r->reads == 0 && off == 0) || (off + slack >= r->next &&
-	    off <= r->next + slack && r->reads > 0)) {
-		if (r->window == 0)
+	r->streak = near ? r->streak + 1 : 0;
+	if ((r->reads == 0 && off == 0) || (near && (r->window > 0 ||
+	    r->streak >= 2))) {
+		if (r->window == 0) {
 			r->window = 4 * FS_BLOCK;
-		else if (r->window < fs_opts.readahead)
+			cache.nseq++;
+		} else if (r->window < fs_opts.readahead)
 			r->window *= 2;
-		if (r->window > fs_opts.readahead)
-			r->window = fs_opts.readahead;
+		cap = fs_opts.cache_bytes / 2 / (uint64_t)cache.nseq;
+		if (cap > fs_opts.readahead)
+			cap = fs_opts.readahead;
+		cap = cap / FS_BLOCK * FS_BLOCK;
+		if (r->window > cap)
+			r->window = cap > FS_BLOCK ? cap : FS_BLOCK;
 	} else {
+		if (r->window > 0)
+			cache.nseq--;
 		r->window = 0;
 		r->ra_end = 0;
 	}

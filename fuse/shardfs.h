@@ -133,6 +133,7 @@ void fs_disk_usage(uint64_t *bytes, uint64_t *files);
 
 struct fs_node {
 	struct fs_node *parent;
+	struct fs_node *all_prev, *all_next;	/* every node (tree.c) */
 	char *name;
 	char *url;		/* an object's URL, a folder's ending in '/' */
 	char *shown;		/* url for messages, without its secrets */

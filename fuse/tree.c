@@ -33,6 +33,7 @@ static struct {
 	struct fs_node *dot;	/* /.shardfs */
 	int closing;		/* unmounted: the kernel's references are
 				 * gone with it */
+	struct fs_node *all;	/* every node */
 } tree = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* What one listing gives for a name. */
@@ -93,6 +94,12 @@ node_new(struct fs_node *parent, const char *name, const char *url, int dir)
 	}
 	n->dir = dir;
 	n->parent = parent;
+	/* Every node, so the last ones go at unmount even when no folder
+	 * holds them any more. */
+	n->all_next = tree.all;
+	if (tree.all != NULL)
+		tree.all->all_prev = n;
+	tree.all = n;
 	if (parent != NULL)
 		parent->pins++;
 	return n;
@@ -112,6 +119,23 @@ missing_clear(struct fs_node *n)
 	n->nmissing = 0;
 }
 
+static void
+node_free(struct fs_node *n)
+{
+	if (n->all_prev != NULL)
+		n->all_prev->all_next = n->all_next;
+	else
+		tree.all = n->all_next;
+	if (n->all_next != NULL)
+		n->all_next->all_prev = n->all_prev;
+	missing_clear(n);
+	free(n->kids);
+	free(n->name);
+	free(n->url);
+	free(n->shown);
+	free(n);
+}
+
 /* Free n and whatever that lets go of above it; caller holds mu. */
 static void
 maybe_free(struct fs_node *n)
@@ -121,12 +145,7 @@ maybe_free(struct fs_node *n)
 	while (n != NULL && n->gone && (n->nlookup == 0 || tree.closing) &&
 	    n->pins == 0 && n->nkids == 0) {
 		p = n->parent;
-		missing_clear(n);
-		free(n->kids);
-		free(n->name);
-		free(n->url);
-		free(n->shown);
-		free(n);
+		node_free(n);
 		if (p != NULL)
 			p->pins--;
 		n = p;
@@ -765,6 +784,10 @@ fs_tree_shutdown(void)
 	tree.closing = 1;
 	if (tree.root != NULL)
 		mark_gone(tree.root);
+	/* What is left was held by a kernel that is gone (a name no longer
+	 * listed but not yet forgotten), or by a pin no one lets go of. */
+	while (tree.all != NULL)
+		node_free(tree.all);
 	tree.root = tree.dot = NULL;
 	pthread_mutex_unlock(&tree.mu);
 }
