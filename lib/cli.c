@@ -25,6 +25,10 @@ int cli_verbose;
 
 static char prog[128] = "shardkit";
 static const struct cli_command *cur_cmd;	/* for usage errors */
+/* cli_parse's tables, freed by cli_exit when --help, --version or a usage
+ * error ends the program from inside the parse. */
+static const struct cli_option **cur_all;
+static struct option *cur_lo;
 static const char *cur_tool = "shardkit";
 static void (*exit_hook)(int);
 static int silent;
@@ -60,6 +64,10 @@ cli_set_silent(int s)
 void
 cli_exit(int status)
 {
+	free(cur_lo);
+	free(cur_all);
+	cur_lo = NULL;
+	cur_all = NULL;
 	fflush(stdout);
 	if (exit_hook != NULL)
 		exit_hook(status);
@@ -460,8 +468,8 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 	int n, i, c, nargs;
 
 	cur_cmd = cmd;
-	all = all_options(cmd, &n);
-	if ((lo = calloc((size_t)n + 1, sizeof *lo)) == NULL)
+	all = cur_all = all_options(cmd, &n);
+	if ((lo = cur_lo = calloc((size_t)n + 1, sizeof *lo)) == NULL)
 		die("out of memory");
 	/* '+' would stop at the first argument; GNU order mixes them, and
 	 * ':' first reports a missing value apart from an unknown option. */
@@ -527,6 +535,8 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 	}
 	free(lo);
 	free(all);
+	cur_lo = NULL;
+	cur_all = NULL;
 	nargs = argc - optind;
 	if (nargs < cmd->min_args)
 		usage_error("%s", cmd->min_args == 1 && nargs == 0 ?
