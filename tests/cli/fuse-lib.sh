@@ -68,9 +68,9 @@ fs_mount() {
 # fs_umount MNT: unmount, and wait for its shardfs to exit 0 with no
 # sanitizer's report on its stderr.
 fs_umount() {
-	local mnt=$1 i err=${FS_ERR_OF[$1]:-} rc=0
+	local mnt=$1 err=${FS_ERR_OF[$1]:-} rc=0
 	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		fs_mounted "$mnt" || break
 		sleep 0.1
 	done
@@ -139,4 +139,21 @@ for p in again:
     print("D state:", *p, file=sys.stderr)
 sys.exit(1 if again else 0)
 EOF
+}
+
+# fs_servers PREFIX: nginx serving $T/www, the GCS emulator and moto, each
+# with a bucket "data" that holds the files of $T/www/PREFIX under PREFIX/
+# (sourced after bucket-lib.sh).
+fs_servers() {
+	local f
+	http_start "$T/www"
+	gcs_start
+	gcs_bucket data
+	s3_start
+	s3_bucket data
+	for f in "$T/www/$1"/*; do
+		[ -f "$f" ] || continue
+		py fs_tool.py put-gs data "$1/${f##*/}" "$f"
+		py fs_tool.py put-s3 data "$1/${f##*/}" "$f"
+	done
 }

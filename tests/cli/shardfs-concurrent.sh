@@ -24,15 +24,7 @@ for k in 0 1 2 3 4 5 6 7; do
 	head -c $((2 * 1048576 + k * 131101 + 17)) /dev/urandom >"$D/r-$k.bin"
 done
 head -c $((20 * 1048576 + 4321)) /dev/urandom >"$D/big.bin"
-http_start "$T/www"
-gcs_start
-gcs_bucket data
-s3_start
-s3_bucket data
-for f in "$D"/*; do
-	py fs_tool.py put-gs data "c/${f##*/}" "$f"
-	py fs_tool.py put-s3 data "c/${f##*/}" "$f"
-done
+fs_servers c
 
 # readers NAME SOURCE CACHE_MB: the three cases through a mount of SOURCE.
 readers() {

@@ -21,15 +21,7 @@ mkdir -p "$D"
 for k in 0 1 2 3 4 5; do
 	head -c $((2 * 1048576 + k * 100003)) /dev/urandom >"$D/s-00000$k.tar"
 done
-http_start "$T/www"
-gcs_start
-gcs_bucket data
-s3_start
-s3_bucket data
-for f in "$D"/*; do
-	py fs_tool.py put-gs data "f/${f##*/}" "$f"
-	py fs_tool.py put-s3 data "f/${f##*/}" "$f"
-done
+fs_servers f
 
 # shellcheck disable=SC2054
 faults=(--ttfb 2 --conn-rate 0 --total-rate 0 --seed 11 --fault-rate 0.3

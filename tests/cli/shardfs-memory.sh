@@ -32,15 +32,7 @@ mkdir -p "$D"
 for k in $(seq -w 0 15); do
 	head -c $((8 * 1048576 + 10#$k * 4099)) /dev/urandom >"$D/o-$k.bin"
 done
-http_start "$T/www"
-gcs_start
-gcs_bucket data
-s3_start
-s3_bucket data
-for f in "$D"/*; do
-	py fs_tool.py put-gs data "big/${f##*/}" "$f"
-	py fs_tool.py put-s3 data "big/${f##*/}" "$f"
-done
+fs_servers big
 
 # kib_of PID FIELD: a VmXXX value of /proc/PID/status, KiB.
 kib_of() {
