@@ -96,8 +96,7 @@
 #               shardload itself), train-LINK-mount (MNT/train/in.json of
 #               a shardfs mount of URL/): images/s
 #   cache-*     the disk cache, through the link: cache-fill mounts with
-#               --cache-dir DIR --cache-max-mb (twice the shards; the long
-#               flags, as -o cache_dir= is read after it is freed) on an
+#               --cache-dir DIR --cache-max-mb (twice the shards) on an
 #               empty DIR and reads an epoch (decode on); then, each on a
 #               new mount of the same DIR after the page cache is dropped:
 #               cache-dec (decode on) and cache-io (--no-decode), against
@@ -759,8 +758,6 @@ run_case() {
 	esac
 	case $c in
 	cache-*) ln=ln be=http client=shardfs
-		# long flags: -o cache_dir= is read after it is freed (see
-		# the notes in BENCHMARKS.md)
 		mopts=(--cache-dir "$dcache" --cache-max-mb
 		    $(( (train_bytes * 2 >> 20) + 1 )))
 		[ "$c" != cache-fill ] || { rm -rf "$dcache"; mkdir -p "$dcache"; } ;;
