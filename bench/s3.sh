@@ -180,7 +180,7 @@ EOF
 )"
 	done
 done
-med() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+med() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "bench/s3.sh $(date -u +%F) runs=$runs link: ttfb 30 ms, $rate/conn, $total total; data $((bytes / 1000000)) MB"
 for k in pack-s3 pack-boto3 io-sl-direct io-sl io-boto3 io-boto3-tuned io-s3tc io-s3tc-4; do
 	s=$(echo "${R[$k]:-}" | med)
