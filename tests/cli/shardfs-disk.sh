@@ -112,8 +112,8 @@ fs_mount lim "$PROXY_URL/k/" "$T/m" -o "cache_dir=$C,cache_max_mb=24"
 dirs=$(find "$C/shardfs-cache-v1" -type d | wc -l)
 dir_bytes=$(find "$C/shardfs-cache-v1" -type d -printf '%s\n' |
     awk '{ s += $1 } END { print s }')
-# Each sample is taken with shardfs stopped (SIGSTOP), so that no block
-# comes or goes during the walk: the bytes of the block files then, and
+# Each sample is taken with shardfs stopped (SIGSTOP, and every thread
+# seen stopped), so that no block comes or goes during the walk: the bytes of the block files then, and
 # du -sb's figure (the folders too). The mount's own count is read from
 # its stats file between samples.
 python3 - "$C/shardfs-cache-v1" "$T/du.max" "$T/m/.shardfs/stats" \
@@ -121,11 +121,30 @@ python3 - "$C/shardfs-cache-v1" "$T/du.max" "$T/m/.shardfs/stats" \
 import json, os, signal, sys, time
 top, out, stats, pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 most_files = most_du = most_counted = samples = 0
+
+def stopped(pid):
+    # kill() only queues SIGSTOP: a thread can still unlink one block and
+    # write another while the walk runs, and the walk would count both.
+    # Every thread's state must read T first.
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            st = open("/proc/%d/task/%s/stat" % (pid, tid)).read()
+        except FileNotFoundError:
+            continue
+        if st[st.rindex(")") + 2] not in "Tt":
+            return False
+    return True
+
 end = time.time() + 60
 while time.time() < end and not os.path.exists(out + ".stop"):
     files = du = 0
     os.kill(pid, signal.SIGSTOP)
     try:
+        deadline = time.time() + 5
+        while not stopped(pid):
+            if time.time() > deadline:
+                sys.exit("shardfs did not stop within 5 s of SIGSTOP")
+            time.sleep(0.001)
         for d, dirs, names in os.walk(top):
             du += os.lstat(d).st_size
             for n in names:
