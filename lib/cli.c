@@ -61,13 +61,19 @@ cli_set_silent(int s)
 	silent = s;
 }
 
-void
-cli_exit(int status)
+static void
+free_parse_tables(void)
 {
 	free(cur_lo);
 	free(cur_all);
 	cur_lo = NULL;
 	cur_all = NULL;
+}
+
+void
+cli_exit(int status)
+{
+	free_parse_tables();
 	fflush(stdout);
 	if (exit_hook != NULL)
 		exit_hook(status);
@@ -533,10 +539,7 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 		}
 		set(ctx, o, &v);
 	}
-	free(lo);
-	free(all);
-	cur_lo = NULL;
-	cur_all = NULL;
+	free_parse_tables();
 	nargs = argc - optind;
 	if (nargs < cmd->min_args)
 		usage_error("%s", cmd->min_args == 1 && nargs == 0 ?
