@@ -113,8 +113,8 @@ dirs=$(find "$C/shardfs-cache-v1" -type d | wc -l)
 dir_bytes=$(find "$C/shardfs-cache-v1" -type d -printf '%s\n' |
     awk '{ s += $1 } END { print s }')
 # Each sample is taken with shardfs stopped (SIGSTOP, and every thread
-# seen stopped), so that no block comes or goes during the walk: the bytes of the block files then, and
-# du -sb's figure (the folders too). The mount's own count is read from
+# seen stopped), so that no block comes or goes during the walk: the
+# bytes of the block files then, and du -sb's figure (the folders too). The mount's own count is read from
 # its stats file between samples.
 python3 - "$C/shardfs-cache-v1" "$T/du.max" "$T/m/.shardfs/stats" \
     "$FS_PID" <<'EOF' &
