@@ -1,9 +1,9 @@
 /*
  * comm.h - collectives between ranks, as the strategies need them. Buffers
  * are the backend's device pointers: comm_mpi.c serves the CPU backend (and
- * a single process without MPI); a comm_nccl.c for the CUDA backend
- * implements the same calls, bootstrapped by broadcasting its unique id
- * with comm_bcast.
+ * a single process without MPI); after comm_use_device(), comm_nccl.c
+ * serves the CUDA backend through the same calls, bootstrapped by
+ * broadcasting its unique id with comm_bcast.
  *
  * Asynchronous calls return a request; comm_wait() completes it and
  * comm_test() lets the library progress it (call it between layers so
@@ -26,6 +26,14 @@ void comm_close(struct comm *c);
 int comm_rank(const struct comm *c);
 int comm_world(const struct comm *c);
 const char *comm_name(const struct comm *c);	/* "mpi", "self" */
+
+/*
+ * From now on the float collectives take GPU buffers: NCCL between ranks
+ * (bootstrapped here; every rank calls it), a copy on stream for a world
+ * of one. stream is the CUDA backend's compute stream (cuda_stream()).
+ * 0, or -1 with a message in err.
+ */
+int comm_use_device(struct comm *c, void *stream, char *err, size_t errlen);
 
 /* In place: buf (n) = mean over ranks. */
 struct comm_req *comm_allreduce_mean(struct comm *c, float *buf, size_t n);

@@ -23,6 +23,9 @@
 #endif
 
 #include "comm.h"
+#ifdef HAVE_CUDA
+#include "comm_dev.h"
+#endif
 
 struct comm {
 	int rank, world;
@@ -31,6 +34,9 @@ struct comm {
 	size_t max_count;		/* elements per MPI call */
 #ifdef HAVE_MPI
 	MPI_Comm w;			/* a duplicate of MPI_COMM_WORLD */
+#endif
+#ifdef HAVE_CUDA
+	struct comm_dev *dev;		/* float collectives on the GPU */
 #endif
 };
 
@@ -43,6 +49,7 @@ struct comm_req {
 	int nrq;
 	float *scale;
 	size_t nscale;
+	void *ev;			/* a GPU collective's event */
 };
 
 /* FNV-1a 64 over the bytes: enough to tell copies apart, not an adversary. */
@@ -301,6 +308,9 @@ comm_close(struct comm *c)
 {
 	if (c == NULL)
 		return;
+#ifdef HAVE_CUDA
+	comm_dev_close(c->dev);
+#endif
 #ifdef HAVE_MPI
 	if (c->mpi) {
 		MPI_CHECK(MPI_Comm_free(&c->w));
@@ -335,11 +345,52 @@ comm_name(const struct comm *c)
 /* A world of one needs no MPI: each collective is at most a copy, done
  * now, and the request is NULL. */
 
+#ifdef HAVE_CUDA
+/* A GPU collective's request: its event alone. */
+static struct comm_req *
+dev_req(void *ev)
+{
+	struct comm_req *r;
+
+	if (ev == NULL)
+		return NULL;
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		fprintf(stderr, "shardtrain: out of memory for a communication "
+		    "request\n");
+		exit(1);
+	}
+	r->ev = ev;
+	return r;
+}
+
+int
+comm_use_device(struct comm *c, void *stream, char *err, size_t errlen)
+{
+	if (c->dev != NULL)
+		return 0;
+	c->dev = comm_dev_open(c, stream, err, errlen);
+	return c->dev != NULL ? 0 : -1;
+}
+#else
+int
+comm_use_device(struct comm *c, void *stream, char *err, size_t errlen)
+{
+	(void)c;
+	(void)stream;
+	snprintf(err, errlen, "GPU collectives: built without CUDA");
+	return -1;
+}
+#endif
+
 struct comm_req *
 comm_allreduce_mean(struct comm *c, float *buf, size_t n)
 {
 	if (c->world == 1 || n == 0)
 		return NULL;
+#ifdef HAVE_CUDA
+	if (c->dev != NULL)
+		return dev_req(comm_dev_allreduce_mean(c->dev, buf, n));
+#endif
 #ifdef HAVE_MPI
 	return mpi_allreduce_mean(c, buf, n);
 #else
@@ -352,6 +403,10 @@ comm_allgather(struct comm *c, float *full, const float *shard, size_t n)
 {
 	if (n == 0)
 		return NULL;
+#ifdef HAVE_CUDA
+	if (c->dev != NULL)
+		return dev_req(comm_dev_allgather(c->dev, full, shard, n));
+#endif
 	if (c->world == 1) {
 		if (full != shard)
 			memmove(full, shard, n * sizeof(float));
@@ -370,6 +425,11 @@ comm_reduce_scatter_mean(struct comm *c, float *shard, const float *full,
 {
 	if (n == 0)
 		return NULL;
+#ifdef HAVE_CUDA
+	if (c->dev != NULL)
+		return dev_req(comm_dev_reduce_scatter_mean(c->dev, shard,
+		    full, n));
+#endif
 	if (c->world == 1) {
 		if (full != shard)
 			memmove(shard, full, n * sizeof(float));
@@ -387,6 +447,13 @@ comm_wait(struct comm *c, struct comm_req *r)
 {
 	if (r == NULL)
 		return;
+#ifdef HAVE_CUDA
+	if (r->ev != NULL) {
+		comm_dev_wait(c->dev, r->ev);
+		free(r);
+		return;
+	}
+#endif
 #ifdef HAVE_MPI
 	MPI_CHECK(MPI_Waitall(r->nrq, r->rq, MPI_STATUSES_IGNORE));
 	free(r->rq);
@@ -403,6 +470,10 @@ comm_test(struct comm *c, struct comm_req *r)
 
 	if (r == NULL)
 		return 1;
+#ifdef HAVE_CUDA
+	if (r->ev != NULL)
+		return comm_dev_test(c->dev, r->ev);
+#endif
 #ifdef HAVE_MPI
 	MPI_CHECK(MPI_Testall(r->nrq, r->rq, &done, MPI_STATUSES_IGNORE));
 #endif

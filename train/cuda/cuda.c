@@ -1,0 +1,925 @@
+/*
+ * cuda.c - the CUDA backend: memory, the compute stream, GEMMs through
+ * cuBLASLt, convolutions through cuDNN, and the table that points the rest
+ * at the kernels of kernels.cu.
+ *
+ * This is the fp32 backend, with TF32 off (cuBLASLt's CUBLAS_COMPUTE_32F,
+ * cuDNN's CUDNN_FMA_MATH), checked against the CPU backend by
+ * tests/gpu/backend_gpu.c. The model's layout is the CPU's: NCHW
+ * activations, row-major (out, in) weights.
+ *
+ * Everything is queued on one stream, in the order the model calls. The
+ * copies to and from host memory wait for the stream, since the caller
+ * reuses its host buffer as soon as they return. A CUDA, cuBLASLt or cuDNN
+ * error is fatal: the message names the call, and the process exits (an
+ * MPI launcher then stops the other ranks).
+ *
+ * Determinism: cuDNN's algorithms are chosen among the deterministic ones,
+ * once per shape, and cuBLASLt's reductions are deterministic whatever the
+ * algorithm (its split-K modes sum in a fixed order), so one GPU model
+ * gives the same bits run to run.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+
+#if defined(HAVE_CUDA) && defined(HAVE_CUDNN) && defined(HAVE_CUBLASLT)
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "kernels.h"
+
+/* cuBLASLt's workspace: enough for its split-K and stream-K kernels. */
+#define LT_WORKSPACE	((size_t)32 << 20)
+/* Shapes remembered: every GEMM and convolution of the largest model has
+ * a few dozen; the tables are open-addressed and never fill. */
+#define GEMM_SLOTS	1024
+#define CONV_SLOTS	512
+/* The most workspace a convolution algorithm may ask for. */
+#define CONV_WS_MAX	((size_t)1 << 30)
+
+static struct {
+	int ready, device;
+	cudaStream_t stream;
+	cublasLtHandle_t lt;
+	cudnnHandle_t dnn;
+	void *lt_ws;
+	double *sumsq_ws;
+	char name[256];
+	size_t peak;
+	size_t conv_ws;			/* the most conv2d_scratch said, bytes */
+} G;
+
+static void
+die(const char *call, const char *file, int line, const char *msg)
+{
+	fprintf(stderr, "shardtrain: cuda: %s failed at %s:%d: %s\n", call,
+	    file, line, msg);
+	fflush(stderr);
+	exit(1);
+}
+
+#define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) \
+	die(#x, __FILE__, __LINE__, cudaGetErrorString(e_)); } while (0)
+#define LT(x) do { cublasStatus_t e_ = (x); if (e_ != CUBLAS_STATUS_SUCCESS) { \
+	char m_[32]; snprintf(m_, sizeof(m_), "cuBLAS status %d", (int)e_); \
+	die(#x, __FILE__, __LINE__, m_); } } while (0)
+#define DNN(x) do { cudnnStatus_t e_ = (x); if (e_ != CUDNN_STATUS_SUCCESS) \
+	die(#x, __FILE__, __LINE__, cudnnGetErrorString(e_)); } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* memory                                                                   */
+
+static void
+note_peak(void)
+{
+	size_t free_b, total_b;
+
+	if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess &&
+	    total_b - free_b > G.peak)
+		G.peak = total_b - free_b;
+}
+
+static void *
+cu_alloc(size_t bytes)
+{
+	void *p = NULL;
+
+	if (bytes == 0)
+		return NULL;
+	if (cudaMalloc(&p, bytes) != cudaSuccess) {
+		(void)cudaGetLastError();	/* clear the sticky-free error */
+		return NULL;
+	}
+	CU(cudaMemsetAsync(p, 0, bytes, G.stream));
+	CU(cudaStreamSynchronize(G.stream));
+	note_peak();
+	return p;
+}
+
+static void
+cu_free(void *p)
+{
+	if (p == NULL)
+		return;
+	/* the stream may still read it */
+	CU(cudaStreamSynchronize(G.stream));
+	CU(cudaFree(p));
+}
+
+static void
+cu_zero(void *p, size_t bytes)
+{
+	if (bytes > 0)
+		CU(cudaMemsetAsync(p, 0, bytes, G.stream));
+}
+
+static void
+cu_copy(void *dst, const void *src, size_t bytes)
+{
+	if (bytes > 0 && dst != src)
+		CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+		    G.stream));
+}
+
+static void
+cu_to_device(void *dst, const void *host, size_t bytes)
+{
+	if (bytes == 0)
+		return;
+	CU(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice,
+	    G.stream));
+	CU(cudaStreamSynchronize(G.stream));
+}
+
+static void
+cu_to_host(void *host, const void *src, size_t bytes)
+{
+	if (bytes == 0)
+		return;
+	CU(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost,
+	    G.stream));
+	CU(cudaStreamSynchronize(G.stream));
+}
+
+static void
+cu_sync(void)
+{
+	CU(cudaStreamSynchronize(G.stream));
+}
+
+/* The kernels run on the GPU; host threads only launch them. */
+static void
+cu_set_threads(int n)
+{
+	(void)n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMMs (cuBLASLt)                                                         */
+
+/*
+ * A GEMM in the model's row-major terms, batched with strides:
+ *   C[i] (M,N) = alpha op(A[i]) (M,K) . op(B[i]) (K,N) + beta C[i] (+ bias)
+ * cuBLASLt is column-major, and a row-major (M,N) matrix is its
+ * column-major transpose, so it computes C^T = op(B)^T op(A)^T: the
+ * operands swap and M and N with them.
+ */
+struct gemm_key {
+	int ta, tb, M, N, K, lda, ldb, ldc, batch, bias;
+	long long sa, sb, sc;
+};
+
+struct gemm_plan {
+	int used;
+	struct gemm_key key;
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, lc;
+	cublasLtMatmulAlgo_t algo;
+};
+
+static struct gemm_plan gemm_plans[GEMM_SLOTS];
+
+static uint64_t
+hash_bytes(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (n-- > 0) {
+		h ^= *b++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static cublasLtMatrixLayout_t
+lt_layout(int rows, int cols, int ld, int batch, long long stride)
+{
+	cublasLtMatrixLayout_t l;
+
+	LT(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, (uint64_t)rows,
+	    (uint64_t)cols, ld));
+	if (batch > 1) {
+		LT(cublasLtMatrixLayoutSetAttribute(l,
+		    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
+		LT(cublasLtMatrixLayoutSetAttribute(l,
+		    CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+		    sizeof(stride)));
+	}
+	return l;
+}
+
+static struct gemm_plan *
+gemm_plan(const struct gemm_key *k)
+{
+	cublasLtMatmulPreference_t pref;
+	cublasLtMatmulHeuristicResult_t res;
+	cublasOperation_t opa, opb;
+	cublasLtEpilogue_t epi;
+	struct gemm_plan *p;
+	size_t ws = LT_WORKSPACE, i, h;
+	int found = 0;
+
+	h = hash_bytes(k, sizeof(*k)) % GEMM_SLOTS;
+	for (i = 0; i < GEMM_SLOTS; i++) {
+		p = &gemm_plans[(h + i) % GEMM_SLOTS];
+		if (!p->used)
+			break;
+		if (memcmp(&p->key, k, sizeof(*k)) == 0)
+			return p;
+	}
+	if (i == GEMM_SLOTS)
+		die("gemm_plan", __FILE__, __LINE__, "too many GEMM shapes");
+
+	p->key = *k;
+	/* column-major: A' = B (N x K after op), B' = A (K x M after op) */
+	opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	LT(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA,
+	    &opa, sizeof(opa)));
+	LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB,
+	    &opb, sizeof(opb)));
+	epi = k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+	LT(cublasLtMatmulDescSetAttribute(p->op,
+	    CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	p->la = k->tb ? lt_layout(k->K, k->N, k->ldb, k->batch, k->sb) :
+	    lt_layout(k->N, k->K, k->ldb, k->batch, k->sb);
+	p->lb = k->ta ? lt_layout(k->M, k->K, k->lda, k->batch, k->sa) :
+	    lt_layout(k->K, k->M, k->lda, k->batch, k->sa);
+	p->lc = lt_layout(k->N, k->M, k->ldc, k->batch, k->sc);
+
+	LT(cublasLtMatmulPreferenceCreate(&pref));
+	LT(cublasLtMatmulPreferenceSetAttribute(pref,
+	    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+	LT(cublasLtMatmulAlgoGetHeuristic(G.lt, p->op, p->la, p->lb, p->lc,
+	    p->lc, pref, 1, &res, &found));
+	LT(cublasLtMatmulPreferenceDestroy(pref));
+	if (found < 1)
+		die("cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__,
+		    "no algorithm for this GEMM");
+	p->algo = res.algo;
+	p->used = 1;
+	return p;
+}
+
+static void
+gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+    int lda, long long sa, const float *B, int ldb, long long sb,
+    float beta, float *C, int ldc, long long sc, int batch,
+    const float *bias)
+{
+	struct gemm_key k;
+	struct gemm_plan *p;
+
+	if (M <= 0 || N <= 0 || batch <= 0)
+		return;
+	if (K <= 0) {		/* an empty sum: C = beta C */
+		if (beta == 0.0f && ldc == N && (batch == 1 ||
+		    sc == (long long)M * N))
+			cu_zero(C, (size_t)batch * M * N * sizeof(float));
+		return;
+	}
+	memset(&k, 0, sizeof(k));	/* the key is hashed whole */
+	k.ta = ta; k.tb = tb; k.M = M; k.N = N; k.K = K;
+	k.lda = lda; k.ldb = ldb; k.ldc = ldc; k.batch = batch;
+	k.sa = sa; k.sb = sb; k.sc = sc;
+	k.bias = bias != NULL;
+	p = gemm_plan(&k);
+	if (bias != NULL)
+		LT(cublasLtMatmulDescSetAttribute(p->op,
+		    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+	LT(cublasLtMatmul(G.lt, p->op, &alpha, B, p->la, A, p->lb, &beta,
+	    C, p->lc, C, p->lc, &p->algo, G.lt_ws, LT_WORKSPACE, G.stream));
+}
+
+static void
+cu_matmul_forward(float *out, const float *inp, const float *w,
+    const float *bias, int M, int K, int N)
+{
+	/* out (M,N) = inp (M,K) . w (N,K)^T + bias */
+	gemm(0, 1, M, N, K, 1.0f, inp, K, 0, w, K, 0, 0.0f, out, N, 0, 1,
+	    bias);
+}
+
+static void
+cu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+    const float *inp, const float *w, int M, int K, int N)
+{
+	/* dinp (M,K) += dout (M,N) . w (N,K) */
+	if (dinp != NULL)
+		gemm(0, 0, M, K, N, 1.0f, dout, N, 0, w, K, 0, 1.0f, dinp, K,
+		    0, 1, NULL);
+	/* dw (N,K) += dout^T (N,M) . inp (M,K) */
+	gemm(1, 0, N, K, M, 1.0f, dout, N, 0, inp, K, 0, 1.0f, dw, K, 0, 1,
+	    NULL);
+	if (dbias != NULL)
+		cuk_bias_grad(dbias, dout, M, N, G.stream);
+}
+
+/* ------------------------------------------------------------------------ */
+/* attention: batched GEMMs and a row softmax                               */
+
+/*
+ * The unfused path: for each head h, batched over the B samples (stride
+ * T*3C in qkv, T*C in out, NH*T*T in att), the GEMMs of
+ * train/cpu/attention.c. Backward needs d(att) for every pair at once:
+ * B*NH*T*T floats of scratch.
+ */
+static void
+cu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
+    int C, int NH)
+{
+	int hd, C3 = 3 * C, h;
+	long long sq = (long long)T * C3, so = (long long)T * C;
+	long long sa = (long long)NH * T * T;
+	float scale;
+
+	if (B <= 0 || T <= 0 || NH <= 0 || C / NH <= 0)
+		return;
+	hd = C / NH;
+	scale = 1.0f / sqrtf((float)hd);
+	for (h = 0; h < NH; h++) {
+		const float *q = qkv + (size_t)h * hd, *k = q + C;
+		float *a = att + (size_t)h * T * T;
+
+		/* a (T,T) = scale q (T,hd) . k^T */
+		gemm(0, 1, T, T, hd, scale, q, C3, sq, k, C3, sq, 0.0f, a, T,
+		    sa, B, NULL);
+	}
+	cuk_softmax_rows(att, (long)B * NH * T, T, 1.0f, G.stream);
+	for (h = 0; h < NH; h++) {
+		const float *v = qkv + (size_t)h * hd + 2 * (size_t)C;
+
+		/* o (T,hd) = a (T,T) . v (T,hd) */
+		gemm(0, 0, T, hd, T, 1.0f, att + (size_t)h * T * T, T, sa, v, C3,
+		    sq, 0.0f, out + (size_t)h * hd, C, so, B, NULL);
+	}
+}
+
+static size_t
+cu_attention_scratch(int B, int T, int C, int NH)
+{
+	(void)C;
+	return (size_t)B * NH * T * T;
+}
+
+static void
+cu_attention_backward(float *dqkv, float *scratch, const float *dout,
+    const float *qkv, const float *att, int B, int T, int C, int NH)
+{
+	int hd, C3 = 3 * C, h;
+	long long sq = (long long)T * C3, so = (long long)T * C;
+	long long sa = (long long)NH * T * T;
+	float scale;
+
+	if (B <= 0 || T <= 0 || NH <= 0 || C / NH <= 0)
+		return;
+	hd = C / NH;
+	scale = 1.0f / sqrtf((float)hd);
+	for (h = 0; h < NH; h++) {
+		size_t qo = (size_t)h * hd;
+		const float *v = qkv + qo + 2 * (size_t)C, *dO = dout + qo;
+		const float *a = att + (size_t)h * T * T;
+		float *da = scratch + (size_t)h * T * T;
+
+		/* da (T,T) = dO (T,hd) . v^T */
+		gemm(0, 1, T, T, hd, 1.0f, dO, C, so, v, C3, sq, 0.0f, da, T,
+		    sa, B, NULL);
+		/* dv (T,hd) += a^T (T,T) . dO (T,hd) */
+		gemm(1, 0, T, hd, T, 1.0f, a, T, sa, dO, C, so, 1.0f,
+		    dqkv + qo + 2 * (size_t)C, C3, sq, B, NULL);
+	}
+	/* ds = a (da - sum_j a da), row by row */
+	cuk_softmax_rows_backward(scratch, att, (long)B * NH * T, T, 1.0f,
+	    G.stream);
+	for (h = 0; h < NH; h++) {
+		size_t qo = (size_t)h * hd;
+		const float *q = qkv + qo, *k = q + C;
+		const float *ds = scratch + (size_t)h * T * T;
+
+		/* dq (T,hd) += scale ds (T,T) . k (T,hd) */
+		gemm(0, 0, T, hd, T, scale, ds, T, sa, k, C3, sq, 1.0f,
+		    dqkv + qo, C3, sq, B, NULL);
+		/* dk (T,hd) += scale ds^T (T,T) . q (T,hd) */
+		gemm(1, 0, T, hd, T, scale, ds, T, sa, q, C3, sq, 1.0f,
+		    dqkv + qo + C, C3, sq, B, NULL);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* convolutions (cuDNN)                                                     */
+
+/*
+ * Per shape: the descriptors and one deterministic algorithm for each
+ * direction, the fastest cuDNN's heuristics rank that fits CONV_WS_MAX,
+ * and the workspace the three need.
+ */
+struct conv_plan {
+	int used;
+	struct conv_shape s;
+	cudnnTensorDescriptor_t x, y, bias;
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t conv;
+	cudnnConvolutionFwdAlgo_t fwd;
+	cudnnConvolutionBwdDataAlgo_t bwd_data;
+	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	size_t ws;			/* bytes */
+};
+
+static struct conv_plan conv_plans[CONV_SLOTS];
+
+/*
+ * The plan for shape s. A shape first seen through conv2d_scratch may use
+ * up to CONV_WS_MAX; one first seen in a pass (a batch size the model did
+ * not allocate for) must fit the scratch the model has, limit.
+ */
+static struct conv_plan *
+conv_plan(const struct conv_shape *s, size_t limit)
+{
+	cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+	cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	struct conv_plan *p;
+	struct conv_shape key;
+	size_t i, h;
+	int n, j, ok;
+
+	memset(&key, 0, sizeof(key));
+	key = *s;
+	h = hash_bytes(&key, sizeof(key)) % CONV_SLOTS;
+	for (i = 0; i < CONV_SLOTS; i++) {
+		p = &conv_plans[(h + i) % CONV_SLOTS];
+		if (!p->used)
+			break;
+		if (memcmp(&p->s, &key, sizeof(key)) == 0)
+			return p;
+	}
+	if (i == CONV_SLOTS)
+		die("conv_plan", __FILE__, __LINE__, "too many conv shapes");
+
+	p->s = key;
+	DNN(cudnnCreateTensorDescriptor(&p->x));
+	DNN(cudnnCreateTensorDescriptor(&p->y));
+	DNN(cudnnCreateTensorDescriptor(&p->bias));
+	DNN(cudnnCreateFilterDescriptor(&p->w));
+	DNN(cudnnCreateConvolutionDescriptor(&p->conv));
+	DNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW,
+	    CUDNN_DATA_FLOAT, s->B, s->C, s->H, s->W));
+	DNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW,
+	    CUDNN_DATA_FLOAT, s->B, s->K, s->P, s->Q));
+	DNN(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
+	    CUDNN_DATA_FLOAT, 1, s->K, 1, 1));
+	DNN(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT,
+	    CUDNN_TENSOR_NCHW, s->K, s->C, s->R, s->S));
+	DNN(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad,
+	    s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+	    CUDNN_DATA_FLOAT));
+	/* fp32 means fp32: no TF32 tensor-core math */
+	DNN(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
+
+	DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w, p->conv,
+	    p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+	for (j = 0, ok = 0; j < n && !ok; j++)
+		if (fp[j].status == CUDNN_STATUS_SUCCESS &&
+		    fp[j].determinism == CUDNN_DETERMINISTIC &&
+		    fp[j].memory <= limit) {
+			p->fwd = fp[j].algo;
+			p->ws = fp[j].memory;
+			ok = 1;
+		}
+	if (!ok)
+		die("conv_plan", __FILE__, __LINE__,
+		    "no deterministic forward algorithm");
+	DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G.dnn, p->w, p->y,
+	    p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
+	for (j = 0, ok = 0; j < n && !ok; j++)
+		if (dp[j].status == CUDNN_STATUS_SUCCESS &&
+		    dp[j].determinism == CUDNN_DETERMINISTIC &&
+		    dp[j].memory <= limit) {
+			p->bwd_data = dp[j].algo;
+			if (dp[j].memory > p->ws)
+				p->ws = dp[j].memory;
+			ok = 1;
+		}
+	if (!ok)
+		die("conv_plan", __FILE__, __LINE__,
+		    "no deterministic backward-data algorithm");
+	DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G.dnn, p->x, p->y,
+	    p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+	for (j = 0, ok = 0; j < n && !ok; j++)
+		if (wp[j].status == CUDNN_STATUS_SUCCESS &&
+		    wp[j].determinism == CUDNN_DETERMINISTIC &&
+		    wp[j].memory <= limit) {
+			p->bwd_filter = wp[j].algo;
+			if (wp[j].memory > p->ws)
+				p->ws = wp[j].memory;
+			ok = 1;
+		}
+	if (!ok)
+		die("conv_plan", __FILE__, __LINE__,
+		    "no deterministic backward-filter algorithm");
+	p->used = 1;
+	return p;
+}
+
+/* The model allocates the largest scratch any layer asks for, once. */
+static size_t
+cu_conv2d_scratch(const struct conv_shape *s)
+{
+	size_t ws = conv_plan(s, CONV_WS_MAX)->ws;
+
+	if (ws > G.conv_ws)
+		G.conv_ws = ws;
+	return (ws + sizeof(float) - 1) / sizeof(float);
+}
+
+static void
+cu_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
+    const float *w, const float *bias, float *scratch)
+{
+	const float one = 1.0f, zero = 0.0f;
+	struct conv_plan *p;
+
+	if (s->B <= 0)
+		return;
+	p = conv_plan(s, G.conv_ws);
+	DNN(cudnnConvolutionForward(G.dnn, &one, p->x, inp, p->w, w, p->conv,
+	    p->fwd, scratch, p->ws, &zero, p->y, out));
+	if (bias != NULL)
+		DNN(cudnnAddTensor(G.dnn, &one, p->bias, bias, &one, p->y, out));
+}
+
+static void
+cu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
+    float *dbias, const float *dout, const float *inp, const float *w,
+    float *scratch)
+{
+	const float one = 1.0f;
+	struct conv_plan *p;
+
+	if (s->B <= 0)
+		return;
+	p = conv_plan(s, G.conv_ws);
+	/* beta = 1: backward passes accumulate */
+	if (dinp != NULL)
+		DNN(cudnnConvolutionBackwardData(G.dnn, &one, p->w, w, p->y,
+		    dout, p->conv, p->bwd_data, scratch, p->ws, &one, p->x,
+		    dinp));
+	DNN(cudnnConvolutionBackwardFilter(G.dnn, &one, p->x, inp, p->y, dout,
+	    p->conv, p->bwd_filter, scratch, p->ws, &one, p->w, dw));
+	if (dbias != NULL)
+		DNN(cudnnConvolutionBackwardBias(G.dnn, &one, p->y, dout, &one,
+		    p->bias, dbias));
+}
+
+/* ------------------------------------------------------------------------ */
+/* the rest: kernels.cu, on the stream                                      */
+
+static void
+cu_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
+    const float *gamma, const float *beta, float *mean, float *rstd,
+    float *run_mean, float *run_var, float momentum, float eps,
+    int training, int update, const float *res, int relu)
+{
+	cuk_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd,
+	    run_mean, run_var, momentum, eps, training, update, res, relu,
+	    G.stream);
+}
+
+static void
+cu_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
+    float *dbeta, const float *dout, const float *inp, const float *gamma,
+    const float *mean, const float *rstd, float *dres, const float *out,
+    int relu)
+{
+	cuk_batchnorm_backward(B, C, HW, dinp, dgamma, dbeta, dout, inp,
+	    gamma, mean, rstd, dres, out, relu, G.stream);
+}
+
+static void
+cu_relu_forward(float *out, const float *inp, size_t n)
+{
+	cuk_relu_forward(out, inp, n, G.stream);
+}
+
+static void
+cu_relu_backward(float *dinp, const float *dout, const float *out, size_t n)
+{
+	cuk_relu_backward(dinp, dout, out, n, G.stream);
+}
+
+static void
+cu_add_forward(float *out, const float *a, const float *b, size_t n)
+{
+	cuk_add_forward(out, a, b, n, G.stream);
+}
+
+static void
+cu_add_backward(float *da, float *db, const float *dout, size_t n)
+{
+	cuk_add_backward(da, db, dout, n, G.stream);
+}
+
+static void
+cu_gelu_forward(float *out, const float *inp, size_t n)
+{
+	cuk_gelu_forward(out, inp, n, G.stream);
+}
+
+static void
+cu_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n)
+{
+	cuk_gelu_backward(dinp, dout, inp, n, G.stream);
+}
+
+static void
+cu_maxpool_forward(const struct pool_shape *s, float *out, int32_t *idx,
+    const float *inp)
+{
+	cuk_maxpool_forward(s, out, idx, inp, G.stream);
+}
+
+static void
+cu_maxpool_backward(const struct pool_shape *s, float *dinp,
+    const float *dout, const int32_t *idx)
+{
+	cuk_maxpool_backward(s, dinp, dout, idx, G.stream);
+}
+
+static void
+cu_avgpool_forward(int B, int C, int HW, float *out, const float *inp)
+{
+	cuk_avgpool_forward(B, C, HW, out, inp, G.stream);
+}
+
+static void
+cu_avgpool_backward(int B, int C, int HW, float *dinp, const float *dout)
+{
+	cuk_avgpool_backward(B, C, HW, dinp, dout, G.stream);
+}
+
+static void
+cu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+    const float *gamma, const float *beta, int M, int C, float eps)
+{
+	cuk_layernorm_forward(out, mean, rstd, inp, gamma, beta, M, C, eps,
+	    G.stream);
+}
+
+static void
+cu_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
+    const float *dout, const float *inp, const float *gamma,
+    const float *mean, const float *rstd, int M, int C)
+{
+	cuk_layernorm_backward(dinp, dgamma, dbeta, dout, inp, gamma, mean,
+	    rstd, M, C, G.stream);
+}
+
+static void
+cu_patchify_forward(float *out, const float *img, int B, int C, int H, int W,
+    int p)
+{
+	cuk_patchify_forward(out, img, B, C, H, W, p, G.stream);
+}
+
+static void
+cu_patchify_backward(float *dimg, const float *dout, int B, int C, int H,
+    int W, int p)
+{
+	cuk_patchify_backward(dimg, dout, B, C, H, W, p, G.stream);
+}
+
+static void
+cu_tokens_forward(float *out, const float *x, const float *cls,
+    const float *pos, int B, int T, int C)
+{
+	cuk_tokens_forward(out, x, cls, pos, B, T, C, G.stream);
+}
+
+static void
+cu_tokens_backward(float *dx, float *dcls, float *dpos, const float *dout,
+    int B, int T, int C)
+{
+	cuk_tokens_backward(dx, dcls, dpos, dout, B, T, C, G.stream);
+}
+
+static void
+cu_token0_forward(float *out, const float *inp, int B, int T, int C)
+{
+	cuk_token0_forward(out, inp, B, T, C, G.stream);
+}
+
+static void
+cu_token0_backward(float *dinp, const float *dout, int B, int T, int C)
+{
+	cuk_token0_backward(dinp, dout, B, T, C, G.stream);
+}
+
+static void
+cu_xent_forward(float *losses, float *probs, const float *logits,
+    const int32_t *labels, int B, int K, float smoothing)
+{
+	cuk_xent_forward(losses, probs, logits, labels, B, K, smoothing,
+	    G.stream);
+}
+
+static void
+cu_xent_backward(float *dlogits, const float *probs, const int32_t *labels,
+    int B, int K, float smoothing, float scale)
+{
+	cuk_xent_backward(dlogits, probs, labels, B, K, smoothing, scale,
+	    G.stream);
+}
+
+static void
+cu_sgd_step(float *p, const float *g, float *buf, size_t n, float lr,
+    float momentum, float wd, int nesterov)
+{
+	cuk_sgd_step(p, g, buf, n, lr, momentum, wd, nesterov, G.stream);
+}
+
+static void
+cu_adamw_step(float *p, const float *g, float *m, float *v, size_t n,
+    float lr, float beta1, float beta2, float eps, float wd, int t)
+{
+	cuk_adamw_step(p, g, m, v, n, lr, beta1, beta2, eps, wd, t, G.stream);
+}
+
+static double
+cu_sumsq(const float *x, size_t n)
+{
+	return cuk_sumsq(x, n, G.sumsq_ws, G.stream);
+}
+
+static void
+cu_scale(float *x, size_t n, float s)
+{
+	cuk_scale(x, n, s, G.stream);
+}
+
+static const struct backend cuda_backend = {
+	.name = "cuda",
+	.alloc = cu_alloc,
+	.free = cu_free,
+	.zero = cu_zero,
+	.copy = cu_copy,
+	.to_device = cu_to_device,
+	.to_host = cu_to_host,
+	.sync = cu_sync,
+	.set_threads = cu_set_threads,
+	.conv2d_scratch = cu_conv2d_scratch,
+	.conv2d_forward = cu_conv2d_forward,
+	.conv2d_backward = cu_conv2d_backward,
+	.batchnorm_forward = cu_batchnorm_forward,
+	.batchnorm_backward = cu_batchnorm_backward,
+	.relu_forward = cu_relu_forward,
+	.relu_backward = cu_relu_backward,
+	.add_forward = cu_add_forward,
+	.add_backward = cu_add_backward,
+	.gelu_forward = cu_gelu_forward,
+	.gelu_backward = cu_gelu_backward,
+	.maxpool_forward = cu_maxpool_forward,
+	.maxpool_backward = cu_maxpool_backward,
+	.avgpool_forward = cu_avgpool_forward,
+	.avgpool_backward = cu_avgpool_backward,
+	.matmul_forward = cu_matmul_forward,
+	.matmul_backward = cu_matmul_backward,
+	.layernorm_forward = cu_layernorm_forward,
+	.layernorm_backward = cu_layernorm_backward,
+	.attention_forward = cu_attention_forward,
+	.attention_scratch = cu_attention_scratch,
+	.attention_backward = cu_attention_backward,
+	.patchify_forward = cu_patchify_forward,
+	.patchify_backward = cu_patchify_backward,
+	.tokens_forward = cu_tokens_forward,
+	.tokens_backward = cu_tokens_backward,
+	.token0_forward = cu_token0_forward,
+	.token0_backward = cu_token0_backward,
+	.xent_forward = cu_xent_forward,
+	.xent_backward = cu_xent_backward,
+	.sgd_step = cu_sgd_step,
+	.adamw_step = cu_adamw_step,
+	.sumsq = cu_sumsq,
+	.scale = cu_scale,
+};
+
+int
+cuda_device_count(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
+const struct backend *
+backend_cuda(int device, char *err, size_t errlen)
+{
+	struct cudaDeviceProp prop;
+	cudaError_t ce;
+	int n = 0;
+
+	if (G.ready)
+		return &cuda_backend;
+	if ((ce = cudaGetDeviceCount(&n)) != cudaSuccess || n <= 0) {
+		snprintf(err, errlen, "--backend cuda: no CUDA device (%s)",
+		    ce != cudaSuccess ? cudaGetErrorString(ce) :
+		    "none visible");
+		return NULL;
+	}
+	if (device < 0)
+		device = 0;
+	G.device = device % n;
+	if ((ce = cudaSetDevice(G.device)) != cudaSuccess ||
+	    (ce = cudaGetDeviceProperties(&prop, G.device)) != cudaSuccess) {
+		snprintf(err, errlen, "--backend cuda: device %d: %s", G.device,
+		    cudaGetErrorString(ce));
+		return NULL;
+	}
+	snprintf(G.name, sizeof(G.name), "%s", prop.name);
+	CU(cudaStreamCreateWithFlags(&G.stream, cudaStreamNonBlocking));
+	LT(cublasLtCreate(&G.lt));
+	DNN(cudnnCreate(&G.dnn));
+	DNN(cudnnSetStream(G.dnn, G.stream));
+	if (cudaMalloc(&G.lt_ws, LT_WORKSPACE) != cudaSuccess ||
+	    cudaMalloc((void **)&G.sumsq_ws, CUK_SUMSQ_SCRATCH *
+	    sizeof(double)) != cudaSuccess) {
+		snprintf(err, errlen, "--backend cuda: %s: out of GPU memory "
+		    "for the workspaces", G.name);
+		return NULL;
+	}
+	note_peak();
+	G.ready = 1;
+	return &cuda_backend;
+}
+
+void *
+cuda_stream(void)
+{
+	return G.ready ? (void *)G.stream : NULL;
+}
+
+const char *
+cuda_device_name(void)
+{
+	return G.ready ? G.name : "";
+}
+
+size_t
+cuda_peak_bytes(void)
+{
+	if (G.ready)
+		note_peak();
+	return G.peak;
+}
+
+#else /* no CUDA, cuDNN or cuBLASLt in this build */
+
+const struct backend *
+backend_cuda(int device, char *err, size_t errlen)
+{
+	(void)device;
+	snprintf(err, errlen, "--backend cuda: this shardtrain was built "
+	    "without CUDA, cuDNN and cuBLASLt (see ./configure's summary); "
+	    "use --backend cpu");
+	return NULL;
+}
+
+int
+cuda_device_count(void)
+{
+	return 0;
+}
+
+void *
+cuda_stream(void)
+{
+	return NULL;
+}
+
+const char *
+cuda_device_name(void)
+{
+	return "";
+}
+
+size_t
+cuda_peak_bytes(void)
+{
+	return 0;
+}
+
+#endif

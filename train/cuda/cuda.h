@@ -1,0 +1,40 @@
+/*
+ * cuda.h - the CUDA backend (train/cuda/): the table of backend.h filled
+ * with device pointers. fp32 math, TF32 off: every result is checked
+ * against the fp32 CPU backend (tests/gpu/backend_gpu.c).
+ *
+ * cuda.c holds memory, the stream, cuBLASLt (GEMMs and attention's batched
+ * GEMMs) and cuDNN (convolutions); kernels.cu holds every other kernel.
+ * All work is queued on one compute stream; sync() waits for it, and
+ * to_host() waits for what came before it. Nothing allocates device memory
+ * inside a step: the model allocates its arenas once (model_alloc).
+ */
+#ifndef SK_TRAIN_CUDA_H
+#define SK_TRAIN_CUDA_H
+
+#include <stddef.h>
+
+#include "../backend.h"
+
+/*
+ * Open the CUDA backend on GPU device (the rank's node-local rank, modulo
+ * the count). Returns the table, or NULL with a message in err when the
+ * build has no CUDA, no GPU is visible, or a library fails to start.
+ * Calling it again returns the same table.
+ */
+const struct backend *backend_cuda(int device, char *err, size_t errlen);
+
+/* Nonzero when a CUDA device is usable (for the tests' exit 77). */
+int cuda_device_count(void);
+
+/* The compute stream (a cudaStream_t), for comm_nccl.c and the loader's
+ * hand-off; NULL before backend_cuda(). */
+void *cuda_stream(void);
+
+/* The device's name ("NVIDIA H100 80GB HBM3") and its peak memory use so
+ * far, in bytes (cudaMemGetInfo's used at the high water mark of the
+ * backend's own allocations). */
+const char *cuda_device_name(void);
+size_t cuda_peak_bytes(void);
+
+#endif /* SK_TRAIN_CUDA_H */

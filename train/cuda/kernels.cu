@@ -1,0 +1,1391 @@
+/*
+ * kernels.cu - the CUDA backend's own kernels: batch and layer norm,
+ * the elementwise passes, pooling, the ViT's embedding glue, the loss, the
+ * optimizer updates, and the softmax, sum of squares and bias gradient
+ * cuda.c builds attention, clipping and the linear layer from. Each one
+ * follows its CPU twin in train/cpu/ (the oracle) and the contract in
+ * backend.h; the launchers are at the end, declared in kernels.h.
+ *
+ * Results are the same bits on every run: no float atomics; a reduction
+ * is one block (or warp) per output, its threads' partial sums added by a
+ * fixed tree whose shape depends on the tensor's shape alone. Statistics
+ * and sums are accumulated in double where the CPU does so.
+ *
+ * Elementwise arithmetic is written with the _rn intrinsics where the CPU
+ * does the same float operations: they are never contracted into an FMA
+ * (nvcc contracts by default, the CPU build does not), so the optimizer
+ * updates, ReLU, add and the norms' final affine steps give the CPU's bits
+ * when their inputs agree.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+/* Threads of an elementwise block; at most MAX_BLOCKS blocks, each thread
+ * looping over the rest (a grid-stride loop). */
+#define NT		256
+#define MAX_BLOCKS	8192
+
+/* Threads of a batch norm channel's block: one block reduces a whole
+ * channel, so it gets many loads in flight. */
+#define BN_NT		512
+
+/* Columns one block sums over the rows (bias, dgamma, dpos): 8 floats is
+ * one 32-byte sector of a row, so even a narrow matrix gets many blocks. */
+#define COLS		8
+
+/* Warps of a block whose warps each own a row (softmax, layer norm,
+ * average pooling). */
+#define WARPS		(NT / 32)
+
+#define GRID_LOOP(i, n)							\
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;	\
+	    i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* The warp of this thread and the number of warps in the grid. */
+#define WARP_ID()	(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5)
+#define WARP_COUNT()	(((size_t)gridDim.x * blockDim.x) >> 5)
+
+/* 1/sqrt(2) and 1/sqrt(2 pi) as eltwise.c rounds them */
+#define GELU_S		((float)0.70710678118654752440)
+#define GELU_K		((float)(0.5 * 1.12837916709551257390 *	\
+			    0.70710678118654752440))
+
+/* ------------------------------------------------------------------------ */
+/* helpers                                                                  */
+
+/* a / d, and a % d in *r: a 32-bit division when both fit, as they nearly
+ * always do, since the 64-bit one is a long software routine. */
+static __device__ __forceinline__ size_t
+divmod(size_t a, size_t d, size_t *r)
+{
+	size_t q = ((a | d) >> 32) == 0 ? (size_t)((unsigned)a /
+	    (unsigned)d) : a / d;
+
+	*r = a - q * d;
+	return q;
+}
+
+/* Sum over a warp. The butterfly adds the same two values on both lanes
+ * of each pair, so every lane ends with the same bits. */
+template <typename T>
+static __device__ __forceinline__ T
+warp_sum(T v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* The larger of a and b, a when either is NaN: the same both ways round
+ * only where no value is NaN unless all are, as at the callers. */
+static __device__ __forceinline__ float
+max_of(float a, float b)
+{
+	return b > a ? b : a;
+}
+
+static __device__ __forceinline__ float
+warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = max_of(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/*
+ * Sum over the block (blockDim.x a multiple of 32), returned to every
+ * thread: each warp adds the warps' sums itself, all in the same order.
+ * sh holds 32 values; it may be used again as soon as this returns.
+ */
+static __device__ double
+block_sum(double v, double *sh)
+{
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	int nw = blockDim.x >> 5;
+
+	v = warp_sum(v);
+	if (lane == 0)
+		sh[w] = v;
+	__syncthreads();
+	v = lane < nw ? sh[lane] : 0.0;
+	v = warp_sum(v);
+	__syncthreads();
+	return v;
+}
+
+/* The same for the maximum; the empty lanes repeat warp 0's value. */
+static __device__ float
+block_max(float v, float *sh)
+{
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	int nw = blockDim.x >> 5;
+
+	v = warp_max(v);
+	if (lane == 0)
+		sh[w] = v;
+	__syncthreads();
+	v = lane < nw ? sh[lane] : sh[0];
+	v = warp_max(v);
+	__syncthreads();
+	return v;
+}
+
+/*
+ * Adds sh[RY][COLS] over its rows into row 0, halving: the tree of the
+ * column reductions, the same for every run of a shape.
+ */
+template <int RY>
+static __device__ __forceinline__ void
+rows_sum(double (*sh)[COLS], int tx, int ty)
+{
+	for (int s = RY / 2; s > 0; s >>= 1) {
+		if (ty < s)
+			sh[ty][tx] += sh[ty + s][tx];
+		__syncthreads();
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* batch norm                                                               */
+
+/*
+ * Training statistics of channel blockIdx.x: sums of x - shift and its
+ * square in double, shift the channel's first value (batchnorm.c: it
+ * keeps the one-pass variance from cancelling under a large mean). Writes
+ * mean and rstd and, with update, moves the running statistics toward the
+ * mean and the unbiased variance.
+ */
+static __global__ void __launch_bounds__(BN_NT)
+bn_stats_kernel(int B, int C, int HW, const float *inp, float *mean,
+    float *rstd, float *run_mean, float *run_var, float momentum, float eps,
+    int update)
+{
+	__shared__ double sh[32];
+	int c = blockIdx.x;
+	size_t n = (size_t)B * HW, chw = (size_t)C * HW;
+	const float *x = inp + (size_t)c * HW;
+	double dn = (double)B * HW, shift = x[0], s1 = 0.0, s2 = 0.0;
+
+	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
+		size_t i, b = divmod(j, (size_t)HW, &i);
+		double v = (double)x[b * chw + i] - shift;
+
+		s1 += v;
+		s2 += v * v;
+	}
+	s1 = block_sum(s1, sh);
+	s2 = block_sum(s2, sh);
+	if (threadIdx.x == 0) {
+		double mu = s1 / dn, var, uvar;
+
+		var = __dsub_rn(s2 / dn, __dmul_rn(mu, mu));
+		if (var < 0)
+			var = 0;
+		mu += shift;
+		mean[c] = (float)mu;
+		rstd[c] = (float)(1.0 / sqrt(var + eps));
+		if (update) {
+			/* PyTorch: the running variance is the unbiased one */
+			uvar = dn > 1 ? var * dn / (dn - 1) : var;
+			run_mean[c] = (float)__dadd_rn(__dmul_rn(1.0 -
+			    momentum, run_mean[c]), __dmul_rn(momentum, mu));
+			run_var[c] = (float)__dadd_rn(__dmul_rn(1.0 -
+			    momentum, run_var[c]), __dmul_rn(momentum, uvar));
+		}
+	}
+}
+
+/*
+ * out = (x - m) a + b, then + res, then ReLU: batchnorm.c's bn_apply, op
+ * for op, so the fused epilogue gives the separate passes' bits. The grid
+ * is (elements of a channel, channels): a block works out its channel's
+ * constants once.
+ */
+static __global__ void
+bn_apply_kernel(int B, int C, int HW, float *out, const float *inp,
+    const float *gamma, const float *beta, const float *mean,
+    const float *rstd, const float *run_mean, const float *run_var,
+    float eps, int training, const float *res, int relu)
+{
+	size_t n = (size_t)B * HW;
+
+	for (int c = blockIdx.y; c < C; c += gridDim.y) {
+		float g = gamma != NULL ? gamma[c] : 1.0f;
+		float bt = beta != NULL ? beta[c] : 0.0f, m, a;
+
+		if (training) {
+			m = mean[c];
+			a = __fmul_rn(rstd[c], g);
+		} else {
+			m = run_mean[c];
+			a = __fmul_rn((float)(1.0 / sqrt((double)run_var[c] +
+			    eps)), g);
+		}
+		GRID_LOOP(j, n) {
+			size_t i, b = divmod(j, (size_t)HW, &i);
+			size_t at = (b * C + c) * HW + i;
+			float v = __fadd_rn(__fmul_rn(__fsub_rn(inp[at], m), a),
+			    bt);
+
+			if (res != NULL)
+				v = __fadd_rn(v, res[at]);
+			if (relu)
+				v = v < 0.0f ? 0.0f : v;	/* NaN passes */
+			out[at] = v;
+		}
+	}
+}
+
+/*
+ * Backward of channel blockIdx.x, whole in one block: the sums need every
+ * element of the channel before any input gradient can be written, and
+ * there is no scratch to hand them to a second kernel. dv is dout masked
+ * where the fused ReLU's output is not > 0 (+0 there, as relu_mask);
+ * dbeta += sum dv, dgamma += sum dv xhat, dres += dv, dinp += gamma rstd
+ * (dv - mean(dv) - xhat mean(dv xhat)).
+ */
+static __global__ void __launch_bounds__(BN_NT)
+bn_backward_kernel(int B, int C, int HW, float *dinp, float *dgamma,
+    float *dbeta, const float *dout, const float *inp, const float *gamma,
+    const float *mean, const float *rstd, float *dres, const float *out,
+    int relu)
+{
+	__shared__ double sh[32];
+	int c = blockIdx.x;
+	size_t n = (size_t)B * HW, chw = (size_t)C * HW;
+	size_t c0 = (size_t)c * HW;
+	float m = mean[c], r = rstd[c];
+	float g = gamma != NULL ? gamma[c] : 1.0f, k, md, mdx;
+	double dn = (double)B * HW, sd = 0.0, sdx = 0.0;
+
+	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
+		size_t i, b = divmod(j, (size_t)HW, &i);
+		size_t at = c0 + b * chw + i;
+		float d = dout[at];
+
+		if (relu && !(out[at] > 0.0f))
+			d = 0.0f;
+		sd += d;
+		sdx += (double)d * ((double)inp[at] - m);
+	}
+	sd = block_sum(sd, sh);
+	sdx = block_sum(sdx, sh) * r;
+	if (threadIdx.x == 0) {
+		if (dbeta != NULL)
+			dbeta[c] = __fadd_rn(dbeta[c], (float)sd);
+		if (dgamma != NULL)
+			dgamma[c] = __fadd_rn(dgamma[c], (float)sdx);
+	}
+	if (dinp == NULL && dres == NULL)
+		return;
+	k = __fmul_rn(g, r);
+	md = (float)(sd / dn);
+	mdx = (float)(sdx / dn);
+	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
+		size_t i, b = divmod(j, (size_t)HW, &i);
+		size_t at = c0 + b * chw + i;
+		float d = dout[at];
+
+		if (relu && !(out[at] > 0.0f))
+			d = 0.0f;
+		if (dres != NULL)
+			dres[at] = __fadd_rn(dres[at], d);
+		if (dinp != NULL)
+			dinp[at] = __fadd_rn(dinp[at], __fmul_rn(k,
+			    __fsub_rn(__fsub_rn(d, md), __fmul_rn(__fmul_rn(
+			    __fsub_rn(inp[at], m), r), mdx))));
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* elementwise                                                              */
+
+static __global__ void
+relu_fwd_kernel(float *out, const float *inp, size_t n)
+{
+	GRID_LOOP(i, n) {
+		float v = inp[i];
+
+		out[i] = v < 0.0f ? 0.0f : v;	/* NaN passes */
+	}
+}
+
+/* dinp += out > 0 ? dout : +0; the +0 is added, as the CPU adds it */
+static __global__ void
+relu_bwd_kernel(float *dinp, const float *dout, const float *out, size_t n)
+{
+	GRID_LOOP(i, n)
+		dinp[i] = __fadd_rn(dinp[i], out[i] > 0.0f ? dout[i] : 0.0f);
+}
+
+static __global__ void
+add_fwd_kernel(float *out, const float *a, const float *b, size_t n)
+{
+	GRID_LOOP(i, n)
+		out[i] = __fadd_rn(a[i], b[i]);
+}
+
+static __global__ void
+add_bwd_kernel(float *da, float *db, const float *dout, size_t n)
+{
+	GRID_LOOP(i, n) {
+		float d = dout[i];
+
+		if (da != NULL)
+			da[i] = __fadd_rn(da[i], d);
+		if (db != NULL)
+			db[i] = __fadd_rn(db[i], d);
+	}
+}
+
+/* x/2 (1 + erf(x/sqrt 2)) in eltwise.c's order, with CUDA's erff */
+static __global__ void
+gelu_fwd_kernel(float *out, const float *inp, size_t n)
+{
+	GRID_LOOP(i, n) {
+		float x = inp[i];
+
+		out[i] = __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f,
+		    erff(__fmul_rn(x, GELU_S))));
+	}
+}
+
+/* dinp += dout (Phi(x) + x phi(x)) */
+static __global__ void
+gelu_bwd_kernel(float *dinp, const float *dout, const float *inp, size_t n)
+{
+	GRID_LOOP(i, n) {
+		float x = inp[i], cdf, pdf;
+
+		cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(x,
+		    GELU_S))));
+		pdf = __fmul_rn(__fmul_rn(x, expf(__fmul_rn(__fmul_rn(-0.5f,
+		    x), x))), GELU_K);
+		dinp[i] = __fadd_rn(dinp[i], __fmul_rn(dout[i],
+		    __fadd_rn(cdf, pdf)));
+	}
+}
+
+static __global__ void
+scale_kernel(float *x, size_t n, float s)
+{
+	GRID_LOOP(i, n)
+		x[i] = __fmul_rn(x[i], s);
+}
+
+static __global__ void
+fill_kernel(float *x, size_t n, float v)
+{
+	GRID_LOOP(i, n)
+		x[i] = v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* pooling                                                                  */
+
+/*
+ * One thread per output. PyTorch's CPU kernel as pool.c has it: the window
+ * clipped to the image (the -inf padding never wins), scanned row-major;
+ * the first maximum wins and the last NaN; idx starts at the first
+ * in-bounds offset in case nothing beats -inf.
+ */
+static __global__ void
+maxpool_fwd_kernel(struct pool_shape s, float *out, int32_t *idx,
+    const float *inp)
+{
+	size_t PQ = (size_t)s.P * s.Q, HW = (size_t)s.H * s.W;
+	size_t n = (size_t)s.B * s.C * PQ;
+
+	GRID_LOOP(o, n) {
+		size_t pq, bc = divmod(o, PQ, &pq), qq;
+		int p = (int)divmod(pq, (size_t)s.Q, &qq), q = (int)qq;
+		const float *x = inp + bc * HW;
+		int h0 = p * s.stride - s.pad, h1 = h0 + s.k;
+		int w0 = q * s.stride - s.pad, w1 = w0 + s.k;
+		float m = -INFINITY;
+		int32_t at;
+
+		if (h0 < 0)
+			h0 = 0;
+		if (h1 > s.H)
+			h1 = s.H;
+		if (w0 < 0)
+			w0 = 0;
+		if (w1 > s.W)
+			w1 = s.W;
+		at = h0 * s.W + w0;
+		for (int h = h0; h < h1; h++)
+			for (int w = w0; w < w1; w++) {
+				float v = x[h * s.W + w];
+
+				if (v > m || isnan(v)) {
+					m = v;
+					at = h * s.W + w;
+				}
+			}
+		out[o] = m;
+		idx[o] = at;
+	}
+}
+
+/*
+ * One thread per input: windows overlap, and float atomics would add in
+ * a different order each run. The thread gathers the outputs whose window
+ * holds its pixel and whose argmax it is, in the CPU's order (row-major
+ * over the outputs), adding each into the running value as the CPU's
+ * dx[idx] += d does. A pixel no output chose is left alone.
+ */
+static __global__ void
+maxpool_bwd_kernel(struct pool_shape s, float *dinp, const float *dout,
+    const int32_t *idx)
+{
+	size_t PQ = (size_t)s.P * s.Q, HW = (size_t)s.H * s.W;
+	size_t n = (size_t)s.B * s.C * HW;
+
+	GRID_LOOP(e, n) {
+		size_t off, bc = divmod(e, HW, &off), ww;
+		int h = (int)divmod(off, (size_t)s.W, &ww), w = (int)ww;
+		const float *d = dout + bc * PQ;
+		const int32_t *ix = idx + bc * PQ;
+		/* outputs p with p stride - pad <= h < p stride - pad + k */
+		int ph = h + s.pad - s.k + 1, qh = w + s.pad - s.k + 1;
+		int p0 = ph > 0 ? (ph + s.stride - 1) / s.stride : 0;
+		int q0 = qh > 0 ? (qh + s.stride - 1) / s.stride : 0;
+		int p1 = (h + s.pad) / s.stride, q1 = (w + s.pad) / s.stride;
+		float g = 0.0f;
+		int hit = 0;
+
+		if (p1 > s.P - 1)
+			p1 = s.P - 1;
+		if (q1 > s.Q - 1)
+			q1 = s.Q - 1;
+		for (int p = p0; p <= p1; p++)
+			for (int q = q0; q <= q1; q++) {
+				size_t o = (size_t)p * s.Q + q;
+
+				if (ix[o] != (int32_t)off)
+					continue;
+				if (!hit)
+					g = dinp[e];
+				hit = 1;
+				g = __fadd_rn(g, d[o]);
+			}
+		if (hit)
+			dinp[e] = g;
+	}
+}
+
+/* One warp per (b,c) plane: out = sum / HW, the sum in double. */
+static __global__ void
+avgpool_fwd_kernel(size_t planes, int HW, float *out, const float *inp)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t w = WARP_ID(); w < planes; w += WARP_COUNT()) {
+		const float *x = inp + w * HW;
+		double s = 0.0;
+
+		for (int i = lane; i < HW; i += 32)
+			s += x[i];
+		s = warp_sum(s);
+		if (lane == 0)
+			out[w] = (float)(s / HW);
+	}
+}
+
+/* dinp (B,C,HW) += dout (B,C) / HW */
+static __global__ void
+avgpool_bwd_kernel(size_t n, int HW, float *dinp, const float *dout)
+{
+	GRID_LOOP(i, n) {
+		size_t r, bc = divmod(i, (size_t)HW, &r);
+
+		dinp[i] = __fadd_rn(dinp[i], __fdiv_rn(dout[bc], (float)HW));
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* layer norm                                                               */
+
+/*
+ * One warp per row, as layernorm.c: the mean in double, then the variance
+ * of the centred values in double (two passes, so a large mean costs no
+ * digits), then n = (x - m) rstd and out = n gamma + beta in float.
+ */
+static __global__ void
+ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
+    const float *gamma, const float *beta, int M, int C, float eps)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t row = WARP_ID(); row < (size_t)M; row += WARP_COUNT()) {
+		const float *x = inp + row * C;
+		float *y = out + row * C;
+		double s = 0.0, v = 0.0;
+		float m, r;
+
+		for (int j = lane; j < C; j += 32)
+			s += x[j];
+		s = warp_sum(s) / C;
+		for (int j = lane; j < C; j += 32) {
+			double d = x[j] - s;
+
+			v += d * d;
+		}
+		v = warp_sum(v) / C;
+		m = (float)s;
+		r = (float)(1.0 / sqrt(v + eps));
+		for (int j = lane; j < C; j += 32) {
+			float nv = __fmul_rn(__fsub_rn(x[j], m), r);
+
+			y[j] = __fadd_rn(__fmul_rn(nv, gamma != NULL ?
+			    gamma[j] : 1.0f), beta != NULL ? beta[j] : 0.0f);
+		}
+		if (lane == 0) {
+			mean[row] = m;
+			rstd[row] = r;
+		}
+	}
+}
+
+/* One warp per row: dinp += rstd (dn - mean(dn) - n mean(dn n)), with
+ * dn = dout gamma and the two means in double. */
+static __global__ void
+ln_bwd_kernel(float *dinp, const float *dout, const float *inp,
+    const float *gamma, const float *mean, const float *rstd, int M, int C)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t row = WARP_ID(); row < (size_t)M; row += WARP_COUNT()) {
+		const float *x = inp + row * C, *dy = dout + row * C;
+		float *dx = dinp + row * C;
+		float m = mean[row], r = rstd[row], a, b;
+		double sdn = 0.0, sdnn = 0.0;
+
+		for (int j = lane; j < C; j += 32) {
+			float nv = __fmul_rn(__fsub_rn(x[j], m), r);
+			float dn = __fmul_rn(dy[j], gamma != NULL ? gamma[j] :
+			    1.0f);
+
+			sdn += dn;
+			sdnn += (double)dn * nv;
+		}
+		a = (float)(warp_sum(sdn) / C);
+		b = (float)(warp_sum(sdnn) / C);
+		for (int j = lane; j < C; j += 32) {
+			float nv = __fmul_rn(__fsub_rn(x[j], m), r);
+			float dn = __fmul_rn(dy[j], gamma != NULL ? gamma[j] :
+			    1.0f);
+
+			dx[j] = __fadd_rn(dx[j], __fmul_rn(__fsub_rn(__fsub_rn(
+			    dn, a), __fmul_rn(nv, b)), r));
+		}
+	}
+}
+
+/*
+ * dgamma += sum over rows of dout n, dbeta += sum of dout, in double. A
+ * block owns COLS columns; its RY row groups each take every RY-th row,
+ * then the groups' sums meet in a fixed tree.
+ */
+template <int RY>
+static __global__ void __launch_bounds__(COLS * RY)
+ln_dparams_kernel(float *dgamma, float *dbeta, const float *dout,
+    const float *inp, const float *mean, const float *rstd, int M, int C)
+{
+	__shared__ double sg[RY][COLS], sb[RY][COLS];
+	int tx = threadIdx.x % COLS, ty = threadIdx.x / COLS;
+	int chunks = (C + COLS - 1) / COLS;
+
+	for (int ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+		int j = ch * COLS + tx;
+		double ag = 0.0, ab = 0.0;
+
+		if (j < C)
+			for (int i = ty; i < M; i += RY) {
+				size_t at = (size_t)i * C + j;
+				float dy = dout[at];
+
+				ag += __fmul_rn(dy, __fmul_rn(__fsub_rn(inp[at],
+				    mean[i]), rstd[i]));
+				ab += dy;
+			}
+		sg[ty][tx] = ag;
+		sb[ty][tx] = ab;
+		__syncthreads();
+		rows_sum<RY>(sg, tx, ty);
+		rows_sum<RY>(sb, tx, ty);
+		if (ty == 0 && j < C) {
+			if (dgamma != NULL)
+				dgamma[j] = __fadd_rn(dgamma[j],
+				    (float)sg[0][tx]);
+			if (dbeta != NULL)
+				dbeta[j] = __fadd_rn(dbeta[j],
+				    (float)sb[0][tx]);
+		}
+		/* row 0 is read before the next chunk overwrites it */
+		__syncthreads();
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* column sums: the bias gradient, dpos and dcls                            */
+
+/*
+ * out (N) += column sums of in (M rows, ld floats apart, N columns), in
+ * double; out2 (n2) += the first n2 of them too. Either may be NULL. The
+ * shape of ln_dparams_kernel.
+ */
+template <int RY>
+static __global__ void __launch_bounds__(COLS * RY)
+colsum_kernel(float *out, float *out2, long n2, const float *in, long M,
+    long N, long ld)
+{
+	__shared__ double sh[RY][COLS];
+	int tx = threadIdx.x % COLS, ty = threadIdx.x / COLS;
+	long chunks = (N + COLS - 1) / COLS;
+
+	for (long ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+		long j = ch * COLS + tx;
+		double acc = 0.0;
+
+		if (j < N)
+			for (long i = ty; i < M; i += RY)
+				acc += in[(size_t)i * ld + j];
+		sh[ty][tx] = acc;
+		__syncthreads();
+		rows_sum<RY>(sh, tx, ty);
+		if (ty == 0 && j < N) {
+			float v = (float)sh[0][tx];
+
+			if (out != NULL)
+				out[j] = __fadd_rn(out[j], v);
+			if (out2 != NULL && j < n2)
+				out2[j] = __fadd_rn(out2[j], v);
+		}
+		__syncthreads();
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* ViT embedding                                                            */
+
+/*
+ * Output element o of (B,T,C p p) and its pixel in (B,C,H,W): row t is
+ * patch (t / gw, t % gw), its columns in (c, kh, kw) order (embed.c).
+ */
+static __device__ __forceinline__ size_t
+patch_pixel(size_t o, int C, int H, int W, int p, int T)
+{
+	size_t cols = (size_t)C * p * p, col, t, r, kw;
+	size_t bt = divmod(o, cols, &col);
+	size_t b = divmod(bt, (size_t)T, &t);
+	size_t c = divmod(col, (size_t)p * p, &r);
+	size_t kh = divmod(r, (size_t)p, &kw), gx;
+	size_t gy = divmod(t, (size_t)(W / p), &gx);
+
+	return ((b * C + c) * H + gy * p + kh) * W + gx * p + kw;
+}
+
+static __global__ void
+patchify_fwd_kernel(float *out, const float *img, size_t n, int C, int H,
+    int W, int p, int T)
+{
+	GRID_LOOP(o, n)
+		out[o] = img[patch_pixel(o, C, H, W, p, T)];
+}
+
+/* Every pixel belongs to at most one patch: no two threads meet. */
+static __global__ void
+patchify_bwd_kernel(float *dimg, const float *dout, size_t n, int C, int H,
+    int W, int p, int T)
+{
+	GRID_LOOP(o, n) {
+		size_t at = patch_pixel(o, C, H, W, p, T);
+
+		dimg[at] = __fadd_rn(dimg[at], dout[o]);
+	}
+}
+
+/* out (B,T+1,C): row 0 cls, rows 1.. x, plus pos (T+1,C) */
+static __global__ void
+tokens_fwd_kernel(float *out, const float *x, const float *cls,
+    const float *pos, size_t n, int T, int C)
+{
+	GRID_LOOP(i, n) {
+		size_t c, bt = divmod(i, (size_t)C, &c), t;
+		size_t b = divmod(bt, (size_t)T + 1, &t);
+		float v = t == 0 ? cls[c] : x[(b * T + t - 1) * C + c];
+
+		out[i] = __fadd_rn(v, pos[t * C + c]);
+	}
+}
+
+/* dx (B,T,C) += rows 1.. of dout (B,T+1,C): sample b is b + 1 rows on */
+static __global__ void
+tokens_dx_kernel(float *dx, const float *dout, size_t n, int T, int C)
+{
+	GRID_LOOP(i, n) {
+		size_t r, b = divmod(i, (size_t)T * C, &r);
+
+		dx[i] = __fadd_rn(dx[i], dout[i + (b + 1) * C]);
+	}
+}
+
+static __global__ void
+token0_fwd_kernel(float *out, const float *inp, size_t n, int T, int C)
+{
+	GRID_LOOP(i, n) {
+		size_t c, b = divmod(i, (size_t)C, &c);
+
+		out[i] = inp[b * T * C + c];
+	}
+}
+
+static __global__ void
+token0_bwd_kernel(float *dinp, const float *dout, size_t n, int T, int C)
+{
+	GRID_LOOP(i, n) {
+		size_t c, b = divmod(i, (size_t)C, &c);
+		size_t at = b * T * C + c;
+
+		dinp[at] = __fadd_rn(dinp[at], dout[i]);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* loss                                                                     */
+
+/*
+ * One block per sample, as loss.c: the max (x[0] first, so NaN there
+ * spreads, elsewhere it is skipped, then poisons the sum), the sum of exp
+ * and of the logits in double, lse = max + log sum; probs = exp(x - lse);
+ * loss = (1-eps)(lse - x_y) + eps (lse - mean x).
+ */
+static __global__ void __launch_bounds__(NT)
+xent_fwd_kernel(float *losses, float *probs, const float *logits,
+    const int32_t *labels, int K, float smoothing)
+{
+	__shared__ double sh[32];
+	__shared__ float shf[32];
+	size_t row = blockIdx.x;
+	const float *x = logits + row * K;
+	float *p = probs + row * K;
+	float mx = x[0];
+	double sum = 0.0, sumx = 0.0, lse;
+
+	for (int k = threadIdx.x; k < K; k += blockDim.x)
+		if (x[k] > mx)
+			mx = x[k];
+	mx = block_max(mx, shf);
+	for (int k = threadIdx.x; k < K; k += blockDim.x) {
+		sum += exp((double)x[k] - mx);
+		sumx += x[k];
+	}
+	sum = block_sum(sum, sh);
+	sumx = block_sum(sumx, sh);
+	lse = mx + log(sum);
+	for (int k = threadIdx.x; k < K; k += blockDim.x)
+		p[k] = (float)exp(x[k] - lse);
+	if (threadIdx.x == 0) {
+		int32_t y = labels[row];
+		double nll, smooth;
+
+		if (y < 0 || y >= K) {
+			losses[row] = 0.0f;
+			return;
+		}
+		nll = lse - x[y];
+		smooth = lse - sumx / K;
+		losses[row] = (float)__dadd_rn(__dmul_rn(1.0 - smoothing, nll),
+		    __dmul_rn(smoothing, smooth));
+	}
+}
+
+/* dlogits += scale (probs - target), target = (1-eps) onehot + eps/K */
+static __global__ void
+xent_bwd_kernel(float *dlogits, const float *probs, const int32_t *labels,
+    size_t n, int K, float smoothing, float scale)
+{
+	float off = __fdiv_rn(smoothing, (float)K);
+	float on = __fadd_rn(__fsub_rn(1.0f, smoothing), off);
+
+	GRID_LOOP(i, n) {
+		size_t k, row = divmod(i, (size_t)K, &k);
+		int32_t y = labels[row];
+
+		if (y < 0 || y >= K)
+			continue;
+		dlogits[i] = __fadd_rn(dlogits[i], __fmul_rn(scale,
+		    __fsub_rn(probs[i], k == (size_t)y ? on : off)));
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* optimizer updates                                                        */
+
+/* update.c's sgd_run, op for op */
+static __global__ void
+sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr,
+    float momentum, float wd, int decay, int mom, int nesterov)
+{
+	GRID_LOOP(i, n) {
+		float d = g[i], b;
+
+		if (decay)
+			d = __fadd_rn(d, __fmul_rn(wd, p[i]));
+		if (mom) {
+			b = __fmul_rn(buf[i], momentum);
+			b = __fadd_rn(b, d);
+			buf[i] = b;
+			d = nesterov ? __fadd_rn(d, __fmul_rn(momentum, b)) : b;
+		}
+		p[i] = __fadd_rn(p[i], __fmul_rn(-lr, d));
+	}
+}
+
+/* update.c's AdamW loop, op for op; the scalars come from the host */
+static __global__ void
+adamw_kernel(float *p, const float *g, float *m, float *v, size_t n,
+    float beta1, float beta2, float eps, float decay, float a1, float a2,
+    float step, float bc2s)
+{
+	GRID_LOOP(i, n) {
+		float gi = g[i], mi, vi, denom;
+
+		mi = __fmul_rn(m[i], beta1);
+		mi = __fadd_rn(mi, __fmul_rn(a1, gi));
+		vi = __fmul_rn(v[i], beta2);
+		vi = __fadd_rn(vi, __fmul_rn(__fmul_rn(a2, gi), gi));
+		m[i] = mi;
+		v[i] = vi;
+		denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2s), eps);
+		p[i] = __fadd_rn(__fmul_rn(p[i], decay),
+		    __fdiv_rn(__fmul_rn(step, mi), denom));
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* sum of squares                                                           */
+
+/* part[blockIdx.x] = this block's share of sum x^2, in double */
+static __global__ void __launch_bounds__(NT)
+sumsq_part_kernel(double *part, const float *x, size_t n)
+{
+	__shared__ double sh[32];
+	double s = 0.0;
+
+	GRID_LOOP(i, n) {
+		double v = x[i];
+
+		s += v * v;
+	}
+	s = block_sum(s, sh);
+	if (threadIdx.x == 0)
+		part[blockIdx.x] = s;
+}
+
+/* part[0] = sum of part[0..nb): every read is done before the write */
+static __global__ void __launch_bounds__(NT)
+sumsq_final_kernel(double *part, int nb)
+{
+	__shared__ double sh[32];
+	double s = 0.0;
+
+	for (int i = threadIdx.x; i < nb; i += blockDim.x)
+		s += part[i];
+	s = block_sum(s, sh);
+	if (threadIdx.x == 0)
+		part[0] = s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* softmax over rows (attention)                                            */
+
+/*
+ * One warp per row, attention.c's softmax_row on scale x: the max (x[0]
+ * first), e = expf(x - max) stored, the sum of the stored floats in
+ * double, then each times (float)(1 / sum).
+ */
+static __global__ void
+softmax_kernel(float *x, size_t rows, int n, float scale)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t row = WARP_ID(); row < rows; row += WARP_COUNT()) {
+		float *r = x + row * n;
+		float mx = __fmul_rn(scale, r[0]), inv;
+		double sum = 0.0;
+
+		for (int j = lane; j < n; j += 32) {
+			float v = __fmul_rn(scale, r[j]);
+
+			if (v > mx)
+				mx = v;
+		}
+		mx = warp_max(mx);
+		for (int j = lane; j < n; j += 32) {
+			float e = expf(__fsub_rn(__fmul_rn(scale, r[j]), mx));
+
+			r[j] = e;
+			sum += e;
+		}
+		inv = (float)(1.0 / warp_sum(sum));
+		for (int j = lane; j < n; j += 32)
+			r[j] = __fmul_rn(r[j], inv);
+	}
+}
+
+/* One warp per row: d = scale (p (d - dot)), dot = sum p d in double and
+ * rounded to float, as attention.c's ds before its GEMMs' scale. */
+static __global__ void
+softmax_bwd_kernel(float *d, const float *p, size_t rows, int n,
+    float scale)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t row = WARP_ID(); row < rows; row += WARP_COUNT()) {
+		float *dr = d + row * n;
+		const float *pr = p + row * n;
+		double s = 0.0;
+		float dot;
+
+		for (int j = lane; j < n; j += 32)
+			s += (double)pr[j] * dr[j];
+		dot = (float)warp_sum(s);
+		for (int j = lane; j < n; j += 32)
+			dr[j] = __fmul_rn(scale, __fmul_rn(pr[j],
+			    __fsub_rn(dr[j], dot)));
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* launchers                                                                */
+
+/* Blocks of NT threads for n items, at most MAX_BLOCKS; n > 0. */
+static unsigned
+blocks_for(size_t n)
+{
+	size_t b = (n + NT - 1) / NT;
+
+	return b > MAX_BLOCKS ? MAX_BLOCKS : (unsigned)b;
+}
+
+/* Blocks of WARPS warps for rows rows, a warp a row; rows > 0. */
+static unsigned
+warp_blocks_for(size_t rows)
+{
+	size_t b = (rows + WARPS - 1) / WARPS;
+
+	return b > MAX_BLOCKS ? MAX_BLOCKS : (unsigned)b;
+}
+
+/* Blocks for a column sum over chunks of COLS columns. */
+static unsigned
+col_blocks_for(long N)
+{
+	long b = (N + COLS - 1) / COLS;
+
+	return b > 65535L * 16 ? 65535u * 16 : (unsigned)b;
+}
+
+/* Row groups of a column sum: 128 when there are rows enough to keep
+ * them busy, else 32. */
+#define COLSUM_TALL	4096
+
+static void
+colsum(float *out, float *out2, long n2, const float *in, long M, long N,
+    long ld, cudaStream_t st)
+{
+	if (M <= 0 || N <= 0 || (out == NULL && out2 == NULL))
+		return;
+	if (M >= COLSUM_TALL)
+		colsum_kernel<128><<<col_blocks_for(N), COLS * 128, 0, st>>>(
+		    out, out2, n2, in, M, N, ld);
+	else
+		colsum_kernel<32><<<col_blocks_for(N), COLS * 32, 0, st>>>(
+		    out, out2, n2, in, M, N, ld);
+}
+
+extern "C" void
+cuk_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
+    const float *gamma, const float *beta, float *mean, float *rstd,
+    float *run_mean, float *run_var, float momentum, float eps, int training,
+    int update, const float *res, int relu, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	size_t n = (size_t)B * HW;
+	unsigned gy, gx;
+
+	/* an empty batch has no statistics: nothing to normalise or move */
+	if (B <= 0 || C <= 0 || HW <= 0)
+		return;
+	if (training)
+		bn_stats_kernel<<<C, BN_NT, 0, st>>>(B, C, HW, inp, mean, rstd,
+		    run_mean, run_var, momentum, eps, update);
+	gy = C < 65535 ? (unsigned)C : 65535u;
+	gx = blocks_for(n);
+	if (gx > 2 * MAX_BLOCKS / gy)
+		gx = 2 * MAX_BLOCKS / gy > 0 ? 2 * MAX_BLOCKS / gy : 1;
+	bn_apply_kernel<<<dim3(gx, gy), NT, 0, st>>>(B, C, HW, out, inp, gamma,
+	    beta, mean, rstd, run_mean, run_var, eps, training, res, relu);
+}
+
+extern "C" void
+cuk_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
+    float *dbeta, const float *dout, const float *inp, const float *gamma,
+    const float *mean, const float *rstd, float *dres, const float *out,
+    int relu, void *stream)
+{
+	if (B <= 0 || C <= 0 || HW <= 0)
+		return;
+	bn_backward_kernel<<<C, BN_NT, 0, (cudaStream_t)stream>>>(B, C, HW,
+	    dinp, dgamma, dbeta, dout, inp, gamma, mean, rstd, dres, out, relu);
+}
+
+extern "C" void
+cuk_relu_forward(float *out, const float *inp, size_t n, void *stream)
+{
+	if (n == 0)
+		return;
+	relu_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
+	    inp, n);
+}
+
+extern "C" void
+cuk_relu_backward(float *dinp, const float *dout, const float *out, size_t n,
+    void *stream)
+{
+	if (n == 0 || dinp == NULL)
+		return;
+	relu_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dinp,
+	    dout, out, n);
+}
+
+extern "C" void
+cuk_add_forward(float *out, const float *a, const float *b, size_t n,
+    void *stream)
+{
+	if (n == 0)
+		return;
+	add_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out, a,
+	    b, n);
+}
+
+extern "C" void
+cuk_add_backward(float *da, float *db, const float *dout, size_t n,
+    void *stream)
+{
+	if (n == 0 || (da == NULL && db == NULL))
+		return;
+	add_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(da, db,
+	    dout, n);
+}
+
+extern "C" void
+cuk_gelu_forward(float *out, const float *inp, size_t n, void *stream)
+{
+	if (n == 0)
+		return;
+	gelu_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
+	    inp, n);
+}
+
+extern "C" void
+cuk_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n,
+    void *stream)
+{
+	if (n == 0 || dinp == NULL)
+		return;
+	gelu_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dinp,
+	    dout, inp, n);
+}
+
+extern "C" void
+cuk_maxpool_forward(const struct pool_shape *s, float *out, int32_t *idx,
+    const float *inp, void *stream)
+{
+	size_t n = (size_t)s->B * s->C * s->P * s->Q;
+
+	if (s->B <= 0 || s->C <= 0 || s->P <= 0 || s->Q <= 0 || n == 0)
+		return;
+	maxpool_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(*s,
+	    out, idx, inp);
+}
+
+extern "C" void
+cuk_maxpool_backward(const struct pool_shape *s, float *dinp,
+    const float *dout, const int32_t *idx, void *stream)
+{
+	size_t n = (size_t)s->B * s->C * s->H * s->W;
+
+	if (s->B <= 0 || s->C <= 0 || s->H <= 0 || s->W <= 0 || s->P <= 0 ||
+	    s->Q <= 0 || n == 0 || dinp == NULL)
+		return;
+	maxpool_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(*s,
+	    dinp, dout, idx);
+}
+
+extern "C" void
+cuk_avgpool_forward(int B, int C, int HW, float *out, const float *inp,
+    void *stream)
+{
+	size_t planes = (size_t)B * C;
+
+	if (B <= 0 || C <= 0 || HW <= 0)
+		return;
+	avgpool_fwd_kernel<<<warp_blocks_for(planes), NT, 0,
+	    (cudaStream_t)stream>>>(planes, HW, out, inp);
+}
+
+extern "C" void
+cuk_avgpool_backward(int B, int C, int HW, float *dinp, const float *dout,
+    void *stream)
+{
+	size_t n = (size_t)B * C * HW;
+
+	if (B <= 0 || C <= 0 || HW <= 0 || dinp == NULL)
+		return;
+	avgpool_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(n,
+	    HW, dinp, dout);
+}
+
+extern "C" void
+cuk_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+    const float *gamma, const float *beta, int M, int C, float eps,
+    void *stream)
+{
+	if (M <= 0 || C <= 0)
+		return;
+	ln_fwd_kernel<<<warp_blocks_for((size_t)M), NT, 0,
+	    (cudaStream_t)stream>>>(out, mean, rstd, inp, gamma, beta, M, C,
+	    eps);
+}
+
+extern "C" void
+cuk_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
+    const float *dout, const float *inp, const float *gamma,
+    const float *mean, const float *rstd, int M, int C, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+
+	if (M <= 0 || C <= 0)
+		return;
+	if (dinp != NULL)
+		ln_bwd_kernel<<<warp_blocks_for((size_t)M), NT, 0, st>>>(dinp,
+		    dout, inp, gamma, mean, rstd, M, C);
+	if (dgamma == NULL && dbeta == NULL)
+		return;
+	if (M >= COLSUM_TALL)
+		ln_dparams_kernel<128><<<col_blocks_for(C), COLS * 128, 0,
+		    st>>>(dgamma, dbeta, dout, inp, mean, rstd, M, C);
+	else
+		ln_dparams_kernel<32><<<col_blocks_for(C), COLS * 32, 0,
+		    st>>>(dgamma, dbeta, dout, inp, mean, rstd, M, C);
+}
+
+extern "C" void
+cuk_patchify_forward(float *out, const float *img, int B, int C, int H,
+    int W, int p, void *stream)
+{
+	int T = p > 0 ? (H / p) * (W / p) : 0;
+	size_t n = (size_t)B * T * C * p * p;
+
+	if (B <= 0 || C <= 0 || T <= 0)
+		return;
+	patchify_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
+	    out, img, n, C, H, W, p, T);
+}
+
+extern "C" void
+cuk_patchify_backward(float *dimg, const float *dout, int B, int C, int H,
+    int W, int p, void *stream)
+{
+	int T = p > 0 ? (H / p) * (W / p) : 0;
+	size_t n = (size_t)B * T * C * p * p;
+
+	if (B <= 0 || C <= 0 || T <= 0 || dimg == NULL)
+		return;
+	patchify_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
+	    dimg, dout, n, C, H, W, p, T);
+}
+
+extern "C" void
+cuk_tokens_forward(float *out, const float *x, const float *cls,
+    const float *pos, int B, int T, int C, void *stream)
+{
+	size_t n = (size_t)B * (T + 1) * C;
+
+	if (B <= 0 || C <= 0 || T < 0)
+		return;
+	tokens_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
+	    x, cls, pos, n, T, C);
+}
+
+/*
+ * dcls and dpos are column sums of dout seen as (B, (T+1) C); dcls is the
+ * first C of them. Without dpos only those C columns are summed.
+ */
+extern "C" void
+cuk_tokens_backward(float *dx, float *dcls, float *dpos, const float *dout,
+    int B, int T, int C, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	long ld = (long)(T + 1) * C;
+	size_t n = (size_t)B * T * C;
+
+	if (B <= 0 || C <= 0 || T < 0)
+		return;
+	if (dx != NULL && n > 0)
+		tokens_dx_kernel<<<blocks_for(n), NT, 0, st>>>(dx, dout, n, T,
+		    C);
+	colsum(dpos, dcls, C, dout, B, dpos != NULL ? ld : C, ld, st);
+}
+
+extern "C" void
+cuk_token0_forward(float *out, const float *inp, int B, int T, int C,
+    void *stream)
+{
+	size_t n = (size_t)B * C;
+
+	if (B <= 0 || C <= 0 || T <= 0)
+		return;
+	token0_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
+	    inp, n, T, C);
+}
+
+extern "C" void
+cuk_token0_backward(float *dinp, const float *dout, int B, int T, int C,
+    void *stream)
+{
+	size_t n = (size_t)B * C;
+
+	if (B <= 0 || C <= 0 || T <= 0 || dinp == NULL)
+		return;
+	token0_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dinp,
+	    dout, n, T, C);
+}
+
+extern "C" void
+cuk_xent_forward(float *losses, float *probs, const float *logits,
+    const int32_t *labels, int B, int K, float smoothing, void *stream)
+{
+	if (B <= 0 || K <= 0)
+		return;
+	xent_fwd_kernel<<<B, NT, 0, (cudaStream_t)stream>>>(losses, probs,
+	    logits, labels, K, smoothing);
+}
+
+extern "C" void
+cuk_xent_backward(float *dlogits, const float *probs, const int32_t *labels,
+    int B, int K, float smoothing, float scale, void *stream)
+{
+	size_t n = (size_t)B * K;
+
+	if (B <= 0 || K <= 0)
+		return;
+	xent_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
+	    dlogits, probs, labels, n, K, smoothing, scale);
+}
+
+extern "C" void
+cuk_sgd_step(float *p, const float *g, float *buf, size_t n, float lr,
+    float momentum, float wd, int nesterov, void *stream)
+{
+	if (n == 0)
+		return;
+	sgd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(p, g, buf,
+	    n, lr, momentum, wd, wd != 0.0f, momentum != 0.0f, nesterov);
+}
+
+/* The scalars as update.c computes them: in double, rounded to float. */
+extern "C" void
+cuk_adamw_step(float *p, const float *g, float *m, float *v, size_t n,
+    float lr, float beta1, float beta2, float eps, float wd, int t,
+    void *stream)
+{
+	double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+	float decay = (float)(1.0 - (double)lr * wd);
+	float a1 = (float)(1.0 - beta1), a2 = (float)(1.0 - beta2);
+	float step = (float)(-(double)lr / bc1);
+	float bc2s = (float)sqrt(bc2);
+
+	if (n == 0)
+		return;
+	adamw_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(p, g, m,
+	    v, n, beta1, beta2, eps, decay, a1, a2, step, bc2s);
+}
+
+extern "C" void
+cuk_scale(float *x, size_t n, float s, void *stream)
+{
+	if (n == 0)
+		return;
+	scale_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(x, n, s);
+}
+
+/*
+ * The grid depends on n alone (at most CUK_SUMSQ_SCRATCH blocks, each at
+ * least 8 floats a thread), and both stages add in a fixed tree, so the
+ * result is the same on every run.
+ */
+extern "C" double
+cuk_sumsq(const float *x, size_t n, double *dev_scratch, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	size_t nb = (n + NT * 8 - 1) / (NT * 8);
+	double sum = 0.0;
+
+	if (n == 0) {
+		/* nothing queued, but the caller may count on the sync */
+		return cudaStreamSynchronize(st) == cudaSuccess ? 0.0 : NAN;
+	}
+	if (nb > CUK_SUMSQ_SCRATCH)
+		nb = CUK_SUMSQ_SCRATCH;
+	sumsq_part_kernel<<<(unsigned)nb, NT, 0, st>>>(dev_scratch, x, n);
+	sumsq_final_kernel<<<1, NT, 0, st>>>(dev_scratch, (int)nb);
+	if (cudaMemcpyAsync(&sum, dev_scratch, sizeof sum,
+	    cudaMemcpyDeviceToHost, st) != cudaSuccess)
+		return NAN;
+	if (cudaStreamSynchronize(st) != cudaSuccess)
+		return NAN;
+	return sum;
+}
+
+extern "C" void
+cuk_bias_grad(float *dbias, const float *dout, int M, int N, void *stream)
+{
+	colsum(dbias, NULL, 0, dout, M, N, N, (cudaStream_t)stream);
+}
+
+extern "C" void
+cuk_softmax_rows(float *x, long rows, int n, float scale, void *stream)
+{
+	if (rows <= 0 || n <= 0)
+		return;
+	softmax_kernel<<<warp_blocks_for((size_t)rows), NT, 0,
+	    (cudaStream_t)stream>>>(x, (size_t)rows, n, scale);
+}
+
+extern "C" void
+cuk_softmax_rows_backward(float *d, const float *p, long rows, int n,
+    float scale, void *stream)
+{
+	if (rows <= 0 || n <= 0)
+		return;
+	softmax_bwd_kernel<<<warp_blocks_for((size_t)rows), NT, 0,
+	    (cudaStream_t)stream>>>(d, p, (size_t)rows, n, scale);
+}
+
+extern "C" void
+cuk_fill(float *x, size_t n, float v, void *stream)
+{
+	if (n == 0)
+		return;
+	fill_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(x, n, v);
+}
