@@ -276,6 +276,9 @@ report_print(const struct run_result *res, const struct train_config *cfg)
 	printf("%-16s %.1f MiB params + grads + optimizer per rank, peak RSS "
 	    "%.1f MiB\n", "memory", res->peak_param_bytes / 1048576.0,
 	    res->peak_rss_bytes / 1048576.0);
+	if (res->gpu[0])
+		printf("%-16s %s, peak %.1f MiB in use\n", "GPU", res->gpu,
+		    res->peak_gpu_bytes / 1048576.0);
 	if (res->gemm_share >= 0)
 		printf("%-16s %.1f%% of step time\n", "GEMM share",
 		    res->gemm_share * 100);
@@ -445,6 +448,10 @@ result_json(struct cli_json *j, const struct run_result *res)
 	jnum(j, "gflops_per_image", res->gflops_per_image, 1);
 	cli_json_uint(j, "peak_param_bytes", res->peak_param_bytes);
 	cli_json_uint(j, "peak_rss_bytes", res->peak_rss_bytes);
+	if (res->gpu[0]) {
+		cli_json_str(j, "gpu", res->gpu);
+		cli_json_uint(j, "peak_gpu_bytes", res->peak_gpu_bytes);
+	}
 	jnum(j, "cost_per_epoch_usd", res->cost_per_epoch,
 	    res->cost_per_epoch >= 0);
 	jnum(j, "first_loss", res->first_loss, 1);

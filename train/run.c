@@ -25,6 +25,7 @@
 #include "comm.h"
 #include "cpu/cpu.h"
 #include "cli.h"
+#include "cuda/cuda.h"
 #include "train.h"
 
 /* An epoch of synthetic data: CIFAR-10's training set. */
@@ -310,6 +311,7 @@ struct run {
 	struct optim *o;
 	struct optim_config oc;		/* with the run's total steps */
 	const struct backend *be;
+	int device;			/* the backend's memory is not the host's */
 	int synthetic;
 	FILE *losses;
 	struct ckpt_settings set;	/* rank 0: what checkpoints record */
@@ -426,6 +428,34 @@ peak_rss_bytes(void)
 }
 
 /*
+ * The rank's place on its node, which picks its GPU: the launcher's
+ * variable (Open MPI, Slurm, MPICH/Hydra), or 0. A value that is not a
+ * small number is ignored, not trusted.
+ */
+static int
+local_rank(void)
+{
+	static const char *const vars[] = {
+		"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+		"MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+	};
+	const char *v;
+	char *end;
+	long n;
+	size_t i;
+
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		if ((v = getenv(vars[i])) == NULL || *v == '\0')
+			continue;
+		errno = 0;
+		n = strtol(v, &end, 10);
+		if (errno == 0 && *end == '\0' && n >= 0 && n < 4096)
+			return (int)n;
+	}
+	return 0;
+}
+
+/*
  * One step on a batch. Returns the mean loss over the global batch (every
  * rank gets the same value), timing into t.
  */
@@ -434,21 +464,40 @@ step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 {
 	const struct step_hooks *h = strategy_hooks(r->s);
 	double t0, t1, t2, t3, t4, comm, fwd_comm, loss[2];
+	const float *x;
+	const int32_t *y;
 	float l;
 
 	t0 = now();
-	/* the CPU backend reads the loader's pinned batch in place: the
-	 * "copy" is the input activation's fill in model_forward */
+	/* the CPU backend reads the loader's batch in place: the "copy" is
+	 * the input activation's fill in model_forward. A GPU backend copies
+	 * the batch and its labels into the model's input now. */
+	x = db->x;
+	y = db->y;
+	if (r->device) {
+		struct model *m = &r->m;
+
+		x = m->acts[m->input].data;
+		y = m->labels;
+		r->be->to_device(m->acts[m->input].data, db->x, (size_t)db->n *
+		    m->acts[m->input].per_sample * sizeof(float));
+		r->be->to_device(m->labels, db->y, (size_t)db->n *
+		    sizeof(int32_t));
+	}
 	t1 = now();
 	strategy_begin_step(r->s);
-	l = model_forward(&r->m, db->n, db->x, db->y, r->cfg->label_smoothing,
-	    1, h);
+	/* forward ends in a copy of the losses to the host: its time is the
+	 * device's, not the launches' */
+	l = model_forward(&r->m, db->n, x, y, r->cfg->label_smoothing, 1, h);
 	t2 = now();
 	fwd_comm = strategy_comm_so_far(r->s);	/* FSDP's gathers */
 	model_backward(&r->m, db->n, r->cfg->label_smoothing, 1.0f, h);
 	comm = strategy_end_backward(r->s);
+	/* a queued backward would be counted as the optimizer's time */
+	r->be->sync();
 	t3 = now();
 	optim_step(r->o, r->c, t);
+	r->be->sync();
 	t4 = now();
 	/* the global mean loss: weighted by each rank's samples */
 	loss[0] = (double)l * db->n;
@@ -675,7 +724,18 @@ train_run(const struct train_config *cfg, struct comm *c,
 		say(r, "%s on one rank: launch with mpirun -np N for more",
 		    strategy_name(cfg->strategy));
 
-	r->be = backend_cpu();
+	if (strcmp(cfg->backend, "cuda") == 0) {
+		r->be = backend_cuda(local_rank(), r->err, sizeof(r->err));
+		failed = r->be == NULL;
+		if (!failed && comm_use_device(c, cuda_stream(), r->err,
+		    sizeof(r->err)) != 0)
+			failed = 1;
+		if (any_failed(r, failed))
+			goto out;
+		r->device = 1;
+		say(r, "training on %s (fp32, TF32 off)", cuda_device_name());
+	} else
+		r->be = backend_cpu();
 	threads = cfg->threads;
 	if (threads <= 0)
 		threads = cli_cpus_per_rank();
@@ -948,11 +1008,15 @@ train_run(const struct train_config *cfg, struct comm *c,
 	pb = strategy_peak_param_bytes(r->s) + (size_t)optim_nstate(r->o) *
 	    strategy_view(r->s)->nlocal * sizeof(float);
 	{
-		double v[2] = { (double)pb, (double)peak_rss_bytes() };
+		double v[3] = { (double)pb, (double)peak_rss_bytes(),
+		    (double)(r->device ? cuda_peak_bytes() : 0) };
 
-		comm_max_double(c, v, 2);
+		comm_max_double(c, v, 3);
 		res->peak_param_bytes = (uint64_t)v[0];
 		res->peak_rss_bytes = (uint64_t)v[1];
+		res->peak_gpu_bytes = (uint64_t)v[2];
+		snprintf(res->gpu, sizeof(res->gpu), "%s",
+		    r->device ? cuda_device_name() : "");
 	}
 	verdict_decide(res, cfg);
 	rc = 0;

@@ -66,7 +66,7 @@ static const struct cli_option model_opts[] = {
 	OPT("classes", O_CLASSES, CLI_INT, "K",
 	    "classes (from the manifest, else 1000; synthetic: 10)", 1,
 	    1 << 24),
-	CHOICE("backend", O_BACKEND, "cpu", "where to compute (cpu)",
+	CHOICE("backend", O_BACKEND, "cpu", "where to compute: cpu, or cuda (fp32)",
 	    backends),
 	CHOICE("strategy", O_STRATEGY, "single|ddp|fsdp",
 	    "(single for 1 rank, else ddp)", strategies),
@@ -251,9 +251,8 @@ set_opt(void *ctx, const struct cli_option *o, const struct cli_value *v)
 	case O_MLP: p->mlp = (int)v->i; break;
 	case O_CLASSES: p->classes = (int)v->i; break;
 	case O_BACKEND:
-		if (v->i == 1)
-			usage_error("--backend cuda: the CUDA backend is not in "
-			    "this build yet; use --backend cpu");
+		snprintf(cfg->backend, sizeof(cfg->backend), "%s",
+		    v->i == 1 ? "cuda" : "cpu");
 		break;
 	case O_STRATEGY:
 		cfg->strategy = v->i == 0 ? STRATEGY_SINGLE : v->i == 1 ?

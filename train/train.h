@@ -17,7 +17,7 @@
 
 struct train_config {
 	struct model_config model;
-	char backend[16];		/* "cpu" */
+	char backend[16];		/* "cpu" or "cuda" */
 	enum strategy_kind strategy;
 	int batch;			/* global batch, divided across ranks */
 	char data[4096];		/* URL pattern, manifest or "synthetic" */
@@ -85,6 +85,8 @@ struct run_result {
 	uint64_t peak_param_bytes;	/* params + grads + optimizer, the
 					 * largest rank's */
 	uint64_t peak_rss_bytes;	/* the largest rank's */
+	uint64_t peak_gpu_bytes;	/* the largest rank's, 0 on the CPU */
+	char gpu[128];			/* rank 0's device name, or "" */
 	double cost_per_epoch;		/* < 0 without a price */
 	uint64_t skipped;		/* samples the loader skipped */
 	uint64_t skipped_by[SK_SKIP_NREASONS];	/* by reason, all ranks */

@@ -21,7 +21,7 @@ bad batch0 "--batch 0" --batch 0
 bad lr "--lr abc" --lr abc
 bad strat "not one of single, ddp or fsdp" --strategy zero3
 bad crop "--crop rrc" --crop rrc
-bad cuda "--backend cpu" --backend cuda
+bad cuda "not one of cpu or cuda" --backend gpu
 bad width "--width is for ResNets" --model vit-ti16 --width 2
 bad dim "shape a ViT" --model resnet18 --dim 64
 bad resume "--resume needs --checkpoint-dir" --resume
@@ -37,6 +37,17 @@ bad patch "not a multiple" --model vit-ti16 --image-size 100 --steps 1
 bad size0 "--image-size 0" --image-size 0
 trn help --help
 has help.out "usage: shardtrain"
+
+say "--backend cuda without a GPU (or without CUDA) fails naming why"
+if [ -e /dev/nvidia0 ]; then
+	echo "SKIP: a GPU is here (tests/gpu/run.sh covers --backend cuda)"
+else
+	trn_rc 1 nogpu "${TINY_VIT[@]}" --backend cuda --steps 1 \
+	    --ceiling-steps 0 -q
+	has nogpu.err "shardtrain: --backend cuda: "
+	grep -qE "no CUDA device|built without CUDA" "$T/nogpu.err" ||
+	    fail "--backend cuda: the reason is missing: $(cat "$T/nogpu.err")"
+fi
 
 say "a loss that diverges stops the run at that step, with a hint"
 trn_rc 1 nan "${TINY_VIT[@]}" --batch 8 --steps 30 --optimizer sgd \
