@@ -9,7 +9,7 @@
 # Exit: 0 when all ran and passed, 1 when one failed, 77 when all skipped.
 
 # The GPU tests, relative to the build directory.
-tests="tests/gpu/loader_gpu"
+tests="tests/gpu/loader_gpu tests/gpu/backend_gpu"
 
 top_builddir=${top_builddir:-.}
 pass=0 fail=0 skip=0
