@@ -365,6 +365,7 @@ config_json(struct cli_json *j, const struct run_result *res,
 	cli_json_int(j, "image_size", m->image_size);
 	cli_json_int(j, "classes", m->num_classes);
 	cli_json_str(j, "backend", cfg->backend);
+	cli_json_str(j, "precision", cfg->precision);
 	cli_json_str(j, "strategy", strategy_name(cfg->strategy));
 	cli_json_int(j, "world", res->world);
 	cli_json_int(j, "batch_per_rank", res->world > 0 ?
@@ -451,6 +452,9 @@ result_json(struct cli_json *j, const struct run_result *res)
 	if (res->gpu[0]) {
 		cli_json_str(j, "gpu", res->gpu);
 		cli_json_uint(j, "peak_gpu_bytes", res->peak_gpu_bytes);
+	} else {
+		cli_json_null(j, "gpu");
+		cli_json_null(j, "peak_gpu_bytes");
 	}
 	jnum(j, "cost_per_epoch_usd", res->cost_per_epoch,
 	    res->cost_per_epoch >= 0);

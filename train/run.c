@@ -376,6 +376,7 @@ check_config(struct run *r)
 	FIELD("--image-size", "%d", cfg->model.image_size);
 	FIELD("--classes", "%d", cfg->model.num_classes);
 	FIELD("--backend", "%s", cfg->backend);
+	FIELD("--precision", "%s", cfg->precision);
 	FIELD("--strategy", "%d", (int)cfg->strategy);
 	FIELD("--global-batch", "%d", cfg->batch);
 	FIELD("--data", "%.150s", cfg->data);
@@ -725,7 +726,9 @@ train_run(const struct train_config *cfg, struct comm *c,
 		    strategy_name(cfg->strategy));
 
 	if (strcmp(cfg->backend, "cuda") == 0) {
-		r->be = backend_cuda(local_rank(), r->err, sizeof(r->err));
+		r->be = backend_cuda(local_rank(),
+		    strcmp(cfg->precision, "tf32") == 0, r->err,
+		    sizeof(r->err));
 		failed = r->be == NULL;
 		if (!failed && comm_use_device(c, cuda_stream(), r->err,
 		    sizeof(r->err)) != 0)
@@ -733,7 +736,9 @@ train_run(const struct train_config *cfg, struct comm *c,
 		if (any_failed(r, failed))
 			goto out;
 		r->device = 1;
-		say(r, "training on %s (fp32, TF32 off)", cuda_device_name());
+		say(r, "training on %s (%s)", cuda_device_name(),
+		    strcmp(cfg->precision, "tf32") == 0 ? "fp32 data, TF32 "
+		    "tensor-core math" : "fp32, TF32 off");
 	} else
 		r->be = backend_cpu();
 	threads = cfg->threads;

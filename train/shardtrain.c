@@ -37,10 +37,12 @@ enum {
 	O_THREADS, O_DATA, O_GBATCH, O_STEPS, O_THROTTLE, O_OPTIM, O_LR,
 	O_MOMENTUM, O_NONESTEROV, O_WD, O_WARMUP, O_SMOOTH, O_CLIP, O_CKDIR,
 	O_CKEVERY, O_RESUME, O_CEIL, O_PRICE, O_JSON, O_DUMP, O_LOSSES,
-	O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP, O_PROFILE, O_PLOT
+	O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP, O_PROFILE, O_PLOT,
+	O_PRECISION
 };
 
 static const char *const backends[] = { "cpu", "cuda", NULL };
+static const char *const precisions[] = { "fp32", "tf32", NULL };
 static const char *const strategies[] = { "single", "ddp", "fsdp", NULL };
 static const char *const optimizers[] = { "sgd", "adamw", NULL };
 
@@ -66,8 +68,10 @@ static const struct cli_option model_opts[] = {
 	OPT("classes", O_CLASSES, CLI_INT, "K",
 	    "classes (from the manifest, else 1000; synthetic: 10)", 1,
 	    1 << 24),
-	CHOICE("backend", O_BACKEND, "cpu", "where to compute: cpu, or cuda (fp32)",
+	CHOICE("backend", O_BACKEND, "cpu|cuda", "where to compute (cpu)",
 	    backends),
+	CHOICE("precision", O_PRECISION, "fp32|tf32",
+	    "fp32 (default), or TF32 tensor cores on cuda", precisions),
 	CHOICE("strategy", O_STRATEGY, "single|ddp|fsdp",
 	    "(single for 1 rank, else ddp)", strategies),
 	OPT("checkpoint-activations", O_CKACT, CLI_FLAG, NULL,
@@ -254,6 +258,10 @@ set_opt(void *ctx, const struct cli_option *o, const struct cli_value *v)
 		snprintf(cfg->backend, sizeof(cfg->backend), "%s",
 		    v->i == 1 ? "cuda" : "cpu");
 		break;
+	case O_PRECISION:
+		snprintf(cfg->precision, sizeof(cfg->precision), "%s",
+		    v->i == 1 ? "tf32" : "fp32");
+		break;
 	case O_STRATEGY:
 		cfg->strategy = v->i == 0 ? STRATEGY_SINGLE : v->i == 1 ?
 		    STRATEGY_DDP : STRATEGY_FSDP;
@@ -308,6 +316,7 @@ parse(const struct cli_command *cmd, int argc, char **argv,
 	p->width = 1;
 	cli_loader_init(&p->l);
 	snprintf(cfg->backend, sizeof(cfg->backend), "cpu");
+	snprintf(cfg->precision, sizeof(cfg->precision), "fp32");
 	snprintf(cfg->data, sizeof(cfg->data), "synthetic");
 	cfg->optim.momentum = 0.9f;
 	cfg->optim.nesterov = 1;
@@ -417,6 +426,10 @@ finish(struct parsed *p, int world)
 		usage_error("--resume needs --checkpoint-dir");
 	if (cfg->checkpoint_every && cfg->checkpoint_dir[0] == '\0')
 		usage_error("--checkpoint-every needs --checkpoint-dir");
+	if (strcmp(cfg->precision, "fp32") != 0 &&
+	    strcmp(cfg->backend, "cuda") != 0)
+		usage_error("--precision %s is a GPU precision: the cpu backend "
+		    "computes in fp32 (add --backend cuda)", cfg->precision);
 }
 
 /* ------------------------------------------------------------------------ */

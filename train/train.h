@@ -18,6 +18,7 @@
 struct train_config {
 	struct model_config model;
 	char backend[16];		/* "cpu" or "cuda" */
+	char precision[8];		/* "fp32", or "tf32" (cuda only) */
 	enum strategy_kind strategy;
 	int batch;			/* global batch, divided across ranks */
 	char data[4096];		/* URL pattern, manifest or "synthetic" */

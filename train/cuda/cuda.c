@@ -4,7 +4,8 @@
  * at the kernels of kernels.cu.
  *
  * This is the fp32 backend, with TF32 off (cuBLASLt's CUBLAS_COMPUTE_32F,
- * cuDNN's CUDNN_FMA_MATH), checked against the CPU backend by
+ * cuDNN's CUDNN_FMA_MATH) unless --precision tf32 allows it, checked
+ * against the CPU backend by
  * tests/gpu/backend_gpu.c. The model's layout is the CPU's: NCHW
  * activations, row-major (out, in) weights.
  *
@@ -48,6 +49,7 @@
 
 static struct {
 	int ready, device;
+	int tf32;			/* TF32 tensor-core math allowed */
 	cudaStream_t stream;
 	cublasLtHandle_t lt;
 	cudnnHandle_t dnn;
@@ -244,7 +246,8 @@ gemm_plan(const struct gemm_key *k)
 	/* column-major: A' = B (N x K after op), B' = A (K x M after op) */
 	opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	LT(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	LT(cublasLtMatmulDescCreate(&p->op, G.tf32 ?
+	    CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA,
 	    &opa, sizeof(opa)));
 	LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB,
@@ -484,8 +487,10 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	DNN(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad,
 	    s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
 	    CUDNN_DATA_FLOAT));
-	/* fp32 means fp32: no TF32 tensor-core math */
-	DNN(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
+	/* fp32 means fp32: no TF32 tensor-core math unless asked (cuDNN's
+	 * default math allows TF32 from the A100 on) */
+	DNN(cudnnSetConvolutionMathType(p->conv, G.tf32 ? CUDNN_DEFAULT_MATH :
+	    CUDNN_FMA_MATH));
 
 	DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w, p->conv,
 	    p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
@@ -826,7 +831,7 @@ cuda_device_count(void)
 }
 
 const struct backend *
-backend_cuda(int device, char *err, size_t errlen)
+backend_cuda(int device, int tf32, char *err, size_t errlen)
 {
 	struct cudaDeviceProp prop;
 	cudaError_t ce;
@@ -834,6 +839,7 @@ backend_cuda(int device, char *err, size_t errlen)
 
 	if (G.ready)
 		return &cuda_backend;
+	G.tf32 = tf32 != 0;
 	if ((ce = cudaGetDeviceCount(&n)) != cudaSuccess || n <= 0) {
 		snprintf(err, errlen, "--backend cuda: no CUDA device (%s)",
 		    ce != cudaSuccess ? cudaGetErrorString(ce) :
@@ -889,9 +895,10 @@ cuda_peak_bytes(void)
 #else /* no CUDA, cuDNN or cuBLASLt in this build */
 
 const struct backend *
-backend_cuda(int device, char *err, size_t errlen)
+backend_cuda(int device, int tf32, char *err, size_t errlen)
 {
 	(void)device;
+	(void)tf32;
 	snprintf(err, errlen, "--backend cuda: this shardtrain was built "
 	    "without CUDA, cuDNN and cuBLASLt (see ./configure's summary); "
 	    "use --backend cpu");

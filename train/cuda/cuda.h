@@ -1,7 +1,7 @@
 /*
  * cuda.h - the CUDA backend (train/cuda/): the table of backend.h filled
- * with device pointers. fp32 math, TF32 off: every result is checked
- * against the fp32 CPU backend (tests/gpu/backend_gpu.c).
+ * with device pointers. fp32 math, TF32 off unless asked: every result is
+ * checked against the fp32 CPU backend (tests/gpu/backend_gpu.c).
  *
  * cuda.c holds memory, the stream, cuBLASLt (GEMMs and attention's batched
  * GEMMs) and cuDNN (convolutions); kernels.cu holds every other kernel.
@@ -18,11 +18,14 @@
 
 /*
  * Open the CUDA backend on GPU device (the rank's node-local rank, modulo
- * the count). Returns the table, or NULL with a message in err when the
- * build has no CUDA, no GPU is visible, or a library fails to start.
+ * the count). With tf32 set, the GEMMs and convolutions may round their
+ * fp32 inputs to TF32 on the tensor cores (PyTorch's allow_tf32); the
+ * data stay fp32. Returns the table, or NULL with a message in err when
+ * the build has no CUDA, no GPU is visible, or a library fails to start.
  * Calling it again returns the same table.
  */
-const struct backend *backend_cuda(int device, char *err, size_t errlen);
+const struct backend *backend_cuda(int device, int tf32, char *err,
+    size_t errlen);
 
 /* Nonzero when a CUDA device is usable (for the tests' exit 77). */
 int cuda_device_count(void);
