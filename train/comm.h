@@ -47,6 +47,10 @@ void comm_wait(struct comm *c, struct comm_req *r);	/* NULL is a no-op */
 /* Nonzero when r has completed (comm_wait must still free it). */
 int comm_test(struct comm *c, struct comm_req *r);
 
+/* After a fatal error, the message printed: stop every rank (MPI_Abort
+ * when MPI runs, else exit(1)). Does not return. */
+void comm_die(void) __attribute__((noreturn));
+
 /* Blocking helpers. */
 void comm_sum_double(struct comm *c, double *v, int n);	/* in place */
 void comm_max_double(struct comm *c, double *v, int n);

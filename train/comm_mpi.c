@@ -480,6 +480,22 @@ comm_test(struct comm *c, struct comm_req *r)
 	return done;
 }
 
+void
+comm_die(void)
+{
+	fflush(stderr);
+#ifdef HAVE_MPI
+	{
+		int up = 0, down = 0;
+
+		if (MPI_Initialized(&up) == MPI_SUCCESS && up &&
+		    MPI_Finalized(&down) == MPI_SUCCESS && !down)
+			MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+#endif
+	exit(1);
+}
+
 /* ------------------------------------------------------------------------ */
 /* blocking helpers                                                         */
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "comm_dev.h"
+#include "cuda/cuda.h"
 
 #include <cuda_runtime.h>
 #ifdef HAVE_NCCL
@@ -34,8 +35,7 @@ die(const char *call, const char *file, int line, const char *msg)
 {
 	fprintf(stderr, "shardtrain: %s failed at %s:%d: %s\n", call, file,
 	    line, msg);
-	fflush(stderr);
-	exit(1);
+	comm_die();
 }
 
 #define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) \
@@ -86,6 +86,8 @@ comm_dev_open(struct comm *c, void *stream, char *err, size_t errlen)
 		}
 	}
 	CU(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+	/* a block NCCL still reads is not handed out again */
+	cuda_set_comm_stream(d->stream);
 	return d;
 #else
 	snprintf(err, errlen, "--backend cuda over %d ranks needs NCCL, and "
@@ -104,6 +106,7 @@ comm_dev_close(struct comm_dev *d)
 #ifdef HAVE_NCCL
 	if (d->world > 1) {
 		CU(cudaStreamSynchronize(d->stream));
+		cuda_set_comm_stream(NULL);
 		NC(ncclCommDestroy(d->nc));
 		CU(cudaStreamDestroy(d->stream));
 	}

@@ -729,10 +729,12 @@ train_run(const struct train_config *cfg, struct comm *c,
 		r->be = backend_cuda(local_rank(),
 		    strcmp(cfg->precision, "tf32") == 0, r->err,
 		    sizeof(r->err));
-		failed = r->be == NULL;
-		if (!failed && comm_use_device(c, cuda_stream(), r->err,
-		    sizeof(r->err)) != 0)
-			failed = 1;
+		/* every rank has its GPU before any starts NCCL's bootstrap,
+		 * a collective */
+		if (any_failed(r, r->be == NULL))
+			goto out;
+		failed = comm_use_device(c, cuda_stream(), r->err,
+		    sizeof(r->err)) != 0;
 		if (any_failed(r, failed))
 			goto out;
 		r->device = 1;

@@ -765,6 +765,29 @@ test_matmul(void)
 	}
 }
 
+/*
+ * Operands off cuBLASLt's preferred alignment: a bias at an odd parameter
+ * offset and an input one float into its buffer, as a packed parameter
+ * vector or an arena can place them. The GEMM must pick an algorithm for
+ * the real alignment (or add the bias itself), not fault.
+ */
+static void
+test_matmul_unaligned(void)
+{
+	const int M = 37, K = 64, N = 48;
+	struct t in, w, b, out;
+
+	reseed(15);
+	in = t_rand((size_t)M * K + 1, 1, 0);
+	w = t_rand((size_t)N * K, 0.125f, 0);
+	b = t_rand((size_t)N + 1, 0.5f, 0);
+	out = t_rand((size_t)M * N, 1, 0);
+	cpu->matmul_forward(out.h, in.h + 1, w.h, b.h + 1, M, K, N);
+	gpu->matmul_forward(out.d, in.d + 1, w.d, b.d + 1, M, K, N);
+	t_check("matmul_forward", "unaligned_in_bias", "out", &out, TOL);
+	t_free(&in), t_free(&w), t_free(&b), t_free(&out);
+}
+
 static void
 test_layernorm(void)
 {
@@ -828,6 +851,8 @@ test_attention(void)
 		{ 2, 197, 64, 4 },	/* ViT at 224 / 16 + class token */
 		{ 3, 5, 64, 4 },	/* shorter than any tile */
 		{ 2, 65, 32, 2 },	/* vit-ti4 at 32 */
+		{ 2, 7, 36, 6 },	/* heads 6 floats apart: operands
+					 * only 8-byte aligned */
 	};
 	size_t i;
 	char v[64];
@@ -1530,6 +1555,7 @@ main(void)
 	test_eltwise();
 	test_pool();
 	test_matmul();
+	test_matmul_unaligned();
 	test_layernorm();
 	test_attention();
 	test_embed();

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm.h"
 #include "cuda.h"
 
 #if defined(HAVE_CUDA) && defined(HAVE_CUDNN) && defined(HAVE_CUBLASLT)
@@ -50,13 +51,17 @@
 static struct {
 	int ready, device;
 	int tf32;			/* TF32 tensor-core math allowed */
-	cudaStream_t stream;
+	cudaStream_t stream;		/* compute */
+	cudaStream_t release;		/* where freed blocks go back */
+	cudaStream_t comm;		/* NCCL's, or NULL */
+	cudaEvent_t ev_compute, ev_comm;
+	cudaMemPool_t pool;
+	size_t fixed;			/* bytes outside the pool */
 	cublasLtHandle_t lt;
 	cudnnHandle_t dnn;
 	void *lt_ws;
 	double *sumsq_ws;
 	char name[256];
-	size_t peak;
 	size_t conv_ws;			/* the most conv2d_scratch said, bytes */
 } G;
 
@@ -65,8 +70,7 @@ die(const char *call, const char *file, int line, const char *msg)
 {
 	fprintf(stderr, "shardtrain: cuda: %s failed at %s:%d: %s\n", call,
 	    file, line, msg);
-	fflush(stderr);
-	exit(1);
+	comm_die();
 }
 
 #define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) \
@@ -80,16 +84,15 @@ die(const char *call, const char *file, int line, const char *msg)
 /* ------------------------------------------------------------------------ */
 /* memory                                                                   */
 
-static void
-note_peak(void)
-{
-	size_t free_b, total_b;
-
-	if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess &&
-	    total_b - free_b > G.peak)
-		G.peak = total_b - free_b;
-}
-
+/*
+ * Device memory comes from CUDA's stream-ordered pool, which keeps what is
+ * freed (its release threshold is set to the maximum) and hands it out
+ * again without a device-wide synchronisation: FSDP frees and allocates
+ * its gathered blocks every step. A block is given back on the release
+ * stream once the compute stream and NCCL's stream (cuda_set_comm_stream)
+ * have reached the free, so neither waits for it; the pool orders a reuse
+ * after the free.
+ */
 static void *
 cu_alloc(size_t bytes)
 {
@@ -97,13 +100,11 @@ cu_alloc(size_t bytes)
 
 	if (bytes == 0)
 		return NULL;
-	if (cudaMalloc(&p, bytes) != cudaSuccess) {
-		(void)cudaGetLastError();	/* clear the sticky-free error */
+	if (cudaMallocAsync(&p, bytes, G.stream) != cudaSuccess) {
+		(void)cudaGetLastError();	/* out of memory is not sticky */
 		return NULL;
 	}
 	CU(cudaMemsetAsync(p, 0, bytes, G.stream));
-	CU(cudaStreamSynchronize(G.stream));
-	note_peak();
 	return p;
 }
 
@@ -112,9 +113,13 @@ cu_free(void *p)
 {
 	if (p == NULL)
 		return;
-	/* the stream may still read it */
-	CU(cudaStreamSynchronize(G.stream));
-	CU(cudaFree(p));
+	CU(cudaEventRecord(G.ev_compute, G.stream));
+	CU(cudaStreamWaitEvent(G.release, G.ev_compute, 0));
+	if (G.comm != NULL) {
+		CU(cudaEventRecord(G.ev_comm, G.comm));
+		CU(cudaStreamWaitEvent(G.release, G.ev_comm, 0));
+	}
+	CU(cudaFreeAsync(p, G.release));
 }
 
 static void
@@ -142,6 +147,8 @@ cu_to_device(void *dst, const void *host, size_t bytes)
 	CU(cudaStreamSynchronize(G.stream));
 }
 
+/* A kernel launch reports a bad configuration only here: check it where
+ * the host waits anyway. */
 static void
 cu_to_host(void *host, const void *src, size_t bytes)
 {
@@ -150,12 +157,14 @@ cu_to_host(void *host, const void *src, size_t bytes)
 	CU(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost,
 	    G.stream));
 	CU(cudaStreamSynchronize(G.stream));
+	CU(cudaGetLastError());
 }
 
 static void
 cu_sync(void)
 {
 	CU(cudaStreamSynchronize(G.stream));
+	CU(cudaGetLastError());
 }
 
 /* The kernels run on the GPU; host threads only launch them. */
@@ -177,6 +186,10 @@ cu_set_threads(int n)
  */
 struct gemm_key {
 	int ta, tb, M, N, K, lda, ldb, ldc, batch, bias;
+	/* the operands' alignment, bytes: an algorithm chosen for aligned
+	 * pointers may fault on others (attention's heads start at h*hd,
+	 * a bias at any parameter offset) */
+	uint32_t al_a, al_b, al_c, al_bias;
 	long long sa, sb, sc;
 };
 
@@ -203,6 +216,18 @@ hash_bytes(const void *p, size_t n)
 	return h;
 }
 
+/* The largest power of two, up to 256, that divides the address. */
+static uint32_t
+align_of(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	uint32_t al = 256;
+
+	while (al > 1 && a % al != 0)
+		al /= 2;
+	return al;
+}
+
 static cublasLtMatrixLayout_t
 lt_layout(int rows, int cols, int ld, int batch, long long stride)
 {
@@ -221,7 +246,7 @@ lt_layout(int rows, int cols, int ld, int batch, long long stride)
 }
 
 static struct gemm_plan *
-gemm_plan(const struct gemm_key *k)
+gemm_plan(const struct gemm_key *k, const float *bias)
 {
 	cublasLtMatmulPreference_t pref;
 	cublasLtMatmulHeuristicResult_t res;
@@ -255,6 +280,10 @@ gemm_plan(const struct gemm_key *k)
 	epi = k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 	LT(cublasLtMatmulDescSetAttribute(p->op,
 	    CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	/* the heuristic reads the bias pointer for its alignment */
+	if (k->bias)
+		LT(cublasLtMatmulDescSetAttribute(p->op,
+		    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
 	p->la = k->tb ? lt_layout(k->K, k->N, k->ldb, k->batch, k->sb) :
 	    lt_layout(k->N, k->K, k->ldb, k->batch, k->sb);
 	p->lb = k->ta ? lt_layout(k->M, k->K, k->lda, k->batch, k->sa) :
@@ -264,10 +293,23 @@ gemm_plan(const struct gemm_key *k)
 	LT(cublasLtMatmulPreferenceCreate(&pref));
 	LT(cublasLtMatmulPreferenceSetAttribute(pref,
 	    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+	/* cuBLASLt's A is our B and its B our A (column-major) */
+	LT(cublasLtMatmulPreferenceSetAttribute(pref,
+	    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->al_b,
+	    sizeof(k->al_b)));
+	LT(cublasLtMatmulPreferenceSetAttribute(pref,
+	    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->al_a,
+	    sizeof(k->al_a)));
+	LT(cublasLtMatmulPreferenceSetAttribute(pref,
+	    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->al_c,
+	    sizeof(k->al_c)));
+	LT(cublasLtMatmulPreferenceSetAttribute(pref,
+	    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->al_c,
+	    sizeof(k->al_c)));
 	LT(cublasLtMatmulAlgoGetHeuristic(G.lt, p->op, p->la, p->lb, p->lc,
 	    p->lc, pref, 1, &res, &found));
 	LT(cublasLtMatmulPreferenceDestroy(pref));
-	if (found < 1)
+	if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
 		die("cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__,
 		    "no algorithm for this GEMM");
 	p->algo = res.algo;
@@ -283,6 +325,7 @@ gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 {
 	struct gemm_key k;
 	struct gemm_plan *p;
+	int epilogue_bias;
 
 	if (M <= 0 || N <= 0 || batch <= 0)
 		return;
@@ -290,19 +333,29 @@ gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 		if (beta == 0.0f && ldc == N && (batch == 1 ||
 		    sc == (long long)M * N))
 			cu_zero(C, (size_t)batch * M * N * sizeof(float));
+		if (bias != NULL && batch == 1 && ldc == N)
+			cuk_bias_add(C, bias, M, N, G.stream);
 		return;
 	}
 	memset(&k, 0, sizeof(k));	/* the key is hashed whole */
 	k.ta = ta; k.tb = tb; k.M = M; k.N = N; k.K = K;
 	k.lda = lda; k.ldb = ldb; k.ldc = ldc; k.batch = batch;
 	k.sa = sa; k.sb = sb; k.sc = sc;
-	k.bias = bias != NULL;
-	p = gemm_plan(&k);
-	if (bias != NULL)
+	k.al_a = align_of(A);
+	k.al_b = align_of(B);
+	k.al_c = align_of(C);
+	/* the epilogue wants a 16-byte aligned bias; a kernel adds others */
+	epilogue_bias = bias != NULL && align_of(bias) >= 16 && batch == 1;
+	k.bias = epilogue_bias;
+	k.al_bias = epilogue_bias ? align_of(bias) : 0;
+	p = gemm_plan(&k, epilogue_bias ? bias : NULL);
+	if (epilogue_bias)
 		LT(cublasLtMatmulDescSetAttribute(p->op,
 		    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
 	LT(cublasLtMatmul(G.lt, p->op, &alpha, B, p->la, A, p->lb, &beta,
 	    C, p->lc, C, p->lc, &p->algo, G.lt_ws, LT_WORKSPACE, G.stream));
+	if (bias != NULL && !epilogue_bias)
+		cuk_bias_add(C, bias, M, N, G.stream);
 }
 
 static void
@@ -436,10 +489,23 @@ struct conv_plan {
 	cudnnConvolutionFwdAlgo_t fwd;
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	/* each algorithm's math type, set on the descriptor before it runs:
+	 * with tensor-core math allowed, the heuristics pair an algorithm
+	 * with a math type, and the workspace and determinism they report
+	 * hold for that pair */
+	cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
 	size_t ws;			/* bytes */
 };
 
 static struct conv_plan conv_plans[CONV_SLOTS];
+
+/* fp32 takes FMA algorithms alone; tf32 any (TF32 is the tensor ops'
+ * math for fp32 data) */
+static int
+math_ok(cudnnMathType_t m)
+{
+	return G.tf32 || m == CUDNN_FMA_MATH;
+}
 
 /*
  * The plan for shape s. A shape first seen through conv2d_scratch may use
@@ -497,8 +563,9 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	for (j = 0, ok = 0; j < n && !ok; j++)
 		if (fp[j].status == CUDNN_STATUS_SUCCESS &&
 		    fp[j].determinism == CUDNN_DETERMINISTIC &&
-		    fp[j].memory <= limit) {
+		    fp[j].memory <= limit && math_ok(fp[j].mathType)) {
 			p->fwd = fp[j].algo;
+			p->fwd_math = fp[j].mathType;
 			p->ws = fp[j].memory;
 			ok = 1;
 		}
@@ -510,8 +577,9 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	for (j = 0, ok = 0; j < n && !ok; j++)
 		if (dp[j].status == CUDNN_STATUS_SUCCESS &&
 		    dp[j].determinism == CUDNN_DETERMINISTIC &&
-		    dp[j].memory <= limit) {
+		    dp[j].memory <= limit && math_ok(dp[j].mathType)) {
 			p->bwd_data = dp[j].algo;
+			p->bwd_data_math = dp[j].mathType;
 			if (dp[j].memory > p->ws)
 				p->ws = dp[j].memory;
 			ok = 1;
@@ -524,8 +592,9 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	for (j = 0, ok = 0; j < n && !ok; j++)
 		if (wp[j].status == CUDNN_STATUS_SUCCESS &&
 		    wp[j].determinism == CUDNN_DETERMINISTIC &&
-		    wp[j].memory <= limit) {
+		    wp[j].memory <= limit && math_ok(wp[j].mathType)) {
 			p->bwd_filter = wp[j].algo;
+			p->bwd_filter_math = wp[j].mathType;
 			if (wp[j].memory > p->ws)
 				p->ws = wp[j].memory;
 			ok = 1;
@@ -558,6 +627,7 @@ cu_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
 	if (s->B <= 0)
 		return;
 	p = conv_plan(s, G.conv_ws);
+	DNN(cudnnSetConvolutionMathType(p->conv, p->fwd_math));
 	DNN(cudnnConvolutionForward(G.dnn, &one, p->x, inp, p->w, w, p->conv,
 	    p->fwd, scratch, p->ws, &zero, p->y, out));
 	if (bias != NULL)
@@ -576,10 +646,13 @@ cu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
 		return;
 	p = conv_plan(s, G.conv_ws);
 	/* beta = 1: backward passes accumulate */
-	if (dinp != NULL)
+	if (dinp != NULL) {
+		DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_data_math));
 		DNN(cudnnConvolutionBackwardData(G.dnn, &one, p->w, w, p->y,
 		    dout, p->conv, p->bwd_data, scratch, p->ws, &one, p->x,
 		    dinp));
+	}
+	DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_filter_math));
 	DNN(cudnnConvolutionBackwardFilter(G.dnn, &one, p->x, inp, p->y, dout,
 	    p->conv, p->bwd_filter, scratch, p->ws, &one, p->w, dw));
 	if (dbias != NULL)
@@ -763,7 +836,11 @@ cu_adamw_step(float *p, const float *g, float *m, float *v, size_t n,
 static double
 cu_sumsq(const float *x, size_t n)
 {
-	return cuk_sumsq(x, n, G.sumsq_ws, G.stream);
+	double s = cuk_sumsq(x, n, G.sumsq_ws, G.stream);
+
+	/* a failed copy reads NaN: say so rather than clip by it */
+	CU(cudaGetLastError());
+	return s;
 }
 
 static void
@@ -848,7 +925,14 @@ backend_cuda(int device, int tf32, char *err, size_t errlen)
 	}
 	if (device < 0)
 		device = 0;
-	G.device = device % n;
+	if (device >= n) {
+		snprintf(err, errlen, "--backend cuda: this rank is local rank "
+		    "%d on its node, and only %d GPU%s visible: run at most %d "
+		    "rank%s per node", device, n, n == 1 ? " is" : "s are", n,
+		    n == 1 ? "" : "s");
+		return NULL;
+	}
+	G.device = device;
 	if ((ce = cudaSetDevice(G.device)) != cudaSuccess ||
 	    (ce = cudaGetDeviceProperties(&prop, G.device)) != cudaSuccess) {
 		snprintf(err, errlen, "--backend cuda: device %d: %s", G.device,
@@ -857,6 +941,16 @@ backend_cuda(int device, int tf32, char *err, size_t errlen)
 	}
 	snprintf(G.name, sizeof(G.name), "%s", prop.name);
 	CU(cudaStreamCreateWithFlags(&G.stream, cudaStreamNonBlocking));
+	CU(cudaStreamCreateWithFlags(&G.release, cudaStreamNonBlocking));
+	CU(cudaEventCreateWithFlags(&G.ev_compute, cudaEventDisableTiming));
+	CU(cudaEventCreateWithFlags(&G.ev_comm, cudaEventDisableTiming));
+	CU(cudaDeviceGetDefaultMemPool(&G.pool, G.device));
+	{
+		uint64_t keep = UINT64_MAX;
+
+		CU(cudaMemPoolSetAttribute(G.pool,
+		    cudaMemPoolAttrReleaseThreshold, &keep));
+	}
 	LT(cublasLtCreate(&G.lt));
 	DNN(cudnnCreate(&G.dnn));
 	DNN(cudnnSetStream(G.dnn, G.stream));
@@ -867,7 +961,7 @@ backend_cuda(int device, int tf32, char *err, size_t errlen)
 		    "for the workspaces", G.name);
 		return NULL;
 	}
-	note_peak();
+	G.fixed = LT_WORKSPACE + CUK_SUMSQ_SCRATCH * sizeof(double);
 	G.ready = 1;
 	return &cuda_backend;
 }
@@ -887,9 +981,18 @@ cuda_device_name(void)
 size_t
 cuda_peak_bytes(void)
 {
-	if (G.ready)
-		note_peak();
-	return G.peak;
+	uint64_t high = 0;
+
+	if (!G.ready || cudaMemPoolGetAttribute(G.pool,
+	    cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess)
+		return 0;
+	return (size_t)high + G.fixed;
+}
+
+void
+cuda_set_comm_stream(void *stream)
+{
+	G.comm = (cudaStream_t)stream;
 }
 
 #else /* no CUDA, cuDNN or cuBLASLt in this build */
@@ -927,6 +1030,12 @@ size_t
 cuda_peak_bytes(void)
 {
 	return 0;
+}
+
+void
+cuda_set_comm_stream(void *stream)
+{
+	(void)stream;
 }
 
 #endif

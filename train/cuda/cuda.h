@@ -6,8 +6,10 @@
  * cuda.c holds memory, the stream, cuBLASLt (GEMMs and attention's batched
  * GEMMs) and cuDNN (convolutions); kernels.cu holds every other kernel.
  * All work is queued on one compute stream; sync() waits for it, and
- * to_host() waits for what came before it. Nothing allocates device memory
- * inside a step: the model allocates its arenas once (model_alloc).
+ * to_host() waits for what came before it. Memory comes from CUDA's
+ * stream-ordered pool, which keeps what is freed: the model allocates its
+ * arenas once (model_alloc), and FSDP's per-step blocks are reused from
+ * the pool without a cudaMalloc or a device-wide wait.
  */
 #ifndef SK_TRAIN_CUDA_H
 #define SK_TRAIN_CUDA_H
@@ -34,10 +36,15 @@ int cuda_device_count(void);
  * hand-off; NULL before backend_cuda(). */
 void *cuda_stream(void);
 
-/* The device's name ("NVIDIA H100 80GB HBM3") and its peak memory use so
- * far, in bytes (cudaMemGetInfo's used at the high water mark of the
- * backend's own allocations). */
+/* The device's name ("NVIDIA H100 80GB HBM3"), and the most memory the
+ * backend has held at once, in bytes: its allocations at their high water
+ * mark plus its fixed workspaces (PyTorch's max_memory_allocated, not the
+ * CUDA context or the libraries' own). */
 const char *cuda_device_name(void);
 size_t cuda_peak_bytes(void);
+
+/* NCCL's stream: memory freed from now on goes back to the pool only once
+ * that stream, too, has reached the free (comm_nccl.c). */
+void cuda_set_comm_stream(void *stream);
 
 #endif /* SK_TRAIN_CUDA_H */

@@ -379,10 +379,10 @@ scale_kernel(float *x, size_t n, float s)
 }
 
 static __global__ void
-fill_kernel(float *x, size_t n, float v)
+bias_add_kernel(float *out, const float *bias, size_t n, int N)
 {
 	GRID_LOOP(i, n)
-		x[i] = v;
+		out[i] = __fadd_rn(out[i], bias[i % (size_t)N]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1383,9 +1383,12 @@ cuk_softmax_rows_backward(float *d, const float *p, long rows, int n,
 }
 
 extern "C" void
-cuk_fill(float *x, size_t n, float v, void *stream)
+cuk_bias_add(float *out, const float *bias, int M, int N, void *stream)
 {
-	if (n == 0)
+	size_t n = (size_t)M * N;
+
+	if (M <= 0 || N <= 0)
 		return;
-	fill_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(x, n, v);
+	bias_add_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
+	    bias, n, N);
 }

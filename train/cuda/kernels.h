@@ -146,8 +146,9 @@ void cuk_softmax_rows(float *x, long rows, int n, float scale,
  * that of the probabilities p (attention.c's ds, times its GEMMs' scale). */
 void cuk_softmax_rows_backward(float *d, const float *p, long rows, int n,
     float scale, void *stream);
-/* x[0..n) = v */
-void cuk_fill(float *x, size_t n, float v, void *stream);
+/* out (M,N) += bias (N) on every row: the GEMM's bias where cuBLASLt's
+ * epilogue cannot take the bias pointer's alignment */
+void cuk_bias_add(float *out, const float *bias, int M, int N, void *stream);
 
 #ifdef __cplusplus
 }
