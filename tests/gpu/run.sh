@@ -8,13 +8,18 @@
 #
 # Exit: 0 when all ran and passed, 1 when one failed, 77 when all skipped.
 
-# The GPU tests, relative to the build directory.
-tests="tests/gpu/loader_gpu tests/gpu/backend_gpu"
+# The GPU tests: programs relative to the build directory, scripts (*.sh)
+# beside this one.
+tests="tests/gpu/loader_gpu tests/gpu/backend_gpu tests/gpu/train_gpu.sh"
+here=$(dirname "$0")
 
 top_builddir=${top_builddir:-.}
 pass=0 fail=0 skip=0
 for t in $tests; do
-	prog=$top_builddir/$t
+	case $t in
+	*.sh)	prog=$here/${t##*/} ;;
+	*)	prog=$top_builddir/$t ;;
+	esac
 	if [ ! -x "$prog" ]; then
 		echo "SKIP: $t (not built: configured without CUDA, or run" \
 		    "'make check-gpu')"

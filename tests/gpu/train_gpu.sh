@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# train_gpu.sh - shardtrain --backend cuda end to end, on synthetic data,
+# for a tiny ResNet (SGD, batch norm) and a tiny ViT (AdamW, clipping):
+#  - the losses of 6 steps follow the cpu backend's within 1e-3 relative
+#    (fp32 both; the kernels' sums run in another order);
+#  - the same run twice gives the same bits (deterministic algorithms);
+#  - DDP and FSDP on one rank give single's bits;
+#  - a run resumed from a checkpoint at step 3 gives the uninterrupted
+#    run's losses for steps 4 to 6, bit for bit;
+#  - --precision tf32 trains (its losses within 5e-2 of fp32's);
+#  - and with more than one GPU, DDP over 2 ranks under mpirun gives the
+#    losses of one rank within 1e-4.
+# Run by tests/gpu/run.sh. SHARDTRAIN names the program (default: the
+# build tree's). Exit 77 when no GPU is usable, 0 passed, 1 failed.
+set -u
+
+st=${SHARDTRAIN:-${top_builddir:-.}/train/shardtrain}
+T=$(mktemp -d "${TMPDIR:-/tmp}/shardkit-gpu.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+# run TAG ARGS...: shardtrain ARGS, its output kept in $T/TAG.{out,err}
+run() {
+	local tag=$1
+	shift
+	"$st" --ceiling-steps 0 -q "$@" >"$T/$tag.out" 2>"$T/$tag.err"
+}
+
+if ! run probe --model resnet18 --width 0.125 --image-size 32 \
+    --backend cuda --steps 1 --batch 4; then
+	if grep -qE "no CUDA device|built without CUDA" "$T/probe.err"; then
+		echo "SKIP: $(head -n 1 "$T/probe.err")"
+		exit 77
+	fi
+	echo "FAIL: shardtrain --backend cuda: $(cat "$T/probe.err")"
+	exit 1
+fi
+
+# close A B TOL: every loss of file B is within TOL (relative) of A's
+close() {
+	python3 - "$1" "$2" "$3" <<'EOF'
+import sys
+a = [float(l.split()[-1]) for l in open(sys.argv[1]) if l.strip()]
+b = [float(l.split()[-1]) for l in open(sys.argv[2]) if l.strip()]
+tol = float(sys.argv[3])
+if len(a) != len(b) or not a:
+    sys.exit("%d losses against %d" % (len(a), len(b)))
+for i, (x, y) in enumerate(zip(a, b)):
+    if abs(x - y) > tol * abs(x):
+        sys.exit("step %d: %.9g against %.9g" % (i + 1, x, y))
+print("max relative difference %.3g" % max(abs(x - y) / abs(x)
+      for x, y in zip(a, b)))
+EOF
+}
+
+# shellcheck disable=SC2034 # read through the nameref below
+resnet=(--model resnet18 --width 0.125 --image-size 32 --lr 0.01)
+# shellcheck disable=SC2034
+vit=(--model vit-ti4 --dim 64 --depth 2 --heads 4 --mlp 128 --image-size 32)
+for m in resnet vit; do
+	declare -n args=$m
+	common=("${args[@]}" --batch 16 --steps 6 --seed 7)
+
+	if run "$m-cpu" "${common[@]}" --backend cpu --losses "$T/$m-cpu.loss" &&
+	    run "$m-gpu" "${common[@]}" --backend cuda \
+	    --losses "$T/$m-gpu.loss"; then
+		if r=$(close "$T/$m-cpu.loss" "$T/$m-gpu.loss" 1e-3 2>&1); then
+			ok "$m: cuda follows cpu ($r)"
+		else
+			fail "$m: cuda against cpu: $r"
+		fi
+	else
+		fail "$m: a run failed: $(cat "$T/$m-cpu.err" "$T/$m-gpu.err")"
+		continue
+	fi
+
+	if run "$m-gpu2" "${common[@]}" --backend cuda \
+	    --losses "$T/$m-gpu2.loss" &&
+	    cmp -s "$T/$m-gpu.loss" "$T/$m-gpu2.loss"; then
+		ok "$m: the same bits twice"
+	else
+		fail "$m: two runs differ: $(diff "$T/$m-gpu.loss" \
+		    "$T/$m-gpu2.loss" | head -n 4)"
+	fi
+
+	for s in ddp fsdp; do
+		if run "$m-$s" "${common[@]}" --backend cuda --strategy "$s" \
+		    --losses "$T/$m-$s.loss" &&
+		    cmp -s "$T/$m-gpu.loss" "$T/$m-$s.loss"; then
+			ok "$m: $s on one rank gives single's bits"
+		else
+			fail "$m: $s on one rank: $(cat "$T/$m-$s.err"; diff \
+			    "$T/$m-gpu.loss" "$T/$m-$s.loss" | head -n 4)"
+		fi
+	done
+
+	if run "$m-ck" "${common[@]}" --backend cuda --checkpoint-dir "$T/$m-ck" \
+	    --checkpoint-every 3 && rm -f "$T/$m-ck/step-00000006.ckpt" &&
+	    run "$m-resumed" "${common[@]}" --backend cuda \
+	    --checkpoint-dir "$T/$m-ck" --resume --losses "$T/$m-resumed.loss"
+	then
+		sed -n '4,6p' "$T/$m-gpu.loss" >"$T/$m-tail.loss"
+		if cmp -s "$T/$m-tail.loss" "$T/$m-resumed.loss"; then
+			ok "$m: resumed at step 3, the same bits"
+		else
+			fail "$m: resumed losses differ: $(diff \
+			    "$T/$m-tail.loss" "$T/$m-resumed.loss" | head -n 4)"
+		fi
+	else
+		fail "$m: checkpoint or resume failed: $(cat "$T/$m-ck.err" "$T/$m-resumed.err" 2>/dev/null)"
+	fi
+
+	if run "$m-tf32" "${common[@]}" --backend cuda --precision tf32 \
+	    --losses "$T/$m-tf32.loss"; then
+		if r=$(close "$T/$m-gpu.loss" "$T/$m-tf32.loss" 5e-2 2>&1); then
+			ok "$m: tf32 trains ($r from fp32)"
+		else
+			fail "$m: tf32 against fp32: $r"
+		fi
+	else
+		fail "$m: --precision tf32: $(cat "$T/$m-tf32.err")"
+	fi
+
+	r=
+	ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+	if [ "${ngpu:-0}" -ge 2 ] && command -v mpirun >/dev/null 2>&1; then
+		if mpirun --allow-run-as-root --oversubscribe -np 2 "$st" \
+		    "${common[@]}" --backend cuda --strategy ddp \
+		    --ceiling-steps 0 -q --losses "$T/$m-ddp2.loss" \
+		    >"$T/$m-ddp2.out" 2>&1 &&
+		    r=$(close "$T/$m-gpu.loss" "$T/$m-ddp2.loss" 1e-4 2>&1); then
+			ok "$m: DDP over 2 GPUs follows one ($r)"
+		else
+			fail "$m: DDP over 2 GPUs: $r $(tail -n 5 "$T/$m-ddp2.out")"
+		fi
+	fi
+	unset -n args
+done
+
+[ "$fails" -eq 0 ] || { echo "train_gpu: $fails failed"; exit 1; }
+echo "train_gpu: passed"
+exit 0
