@@ -67,7 +67,8 @@ struct data {
 	int holding;
 	int classes;
 	/* synthetic */
-	float *x;
+	float *x;			/* pinned for a GPU backend, when it can */
+	int x_pinned;
 	int32_t *y;
 	long next;			/* global step of the next batch */
 	long per_epoch;			/* batches per epoch */
@@ -137,7 +138,13 @@ data_open(struct data *d, const struct train_config *cfg, int rank, int world,
 
 		d->per_epoch = (SYNTHETIC_EPOCH + cfg->batch - 1) / cfg->batch;
 		d->next = (long)epoch * d->per_epoch + batch;
-		d->x = malloc(n * sizeof(float));
+		/* a GPU copies from pinned memory at the bus's speed, and
+		 * from pageable memory through a staging buffer */
+		if (strcmp(cfg->backend, "cuda") == 0 &&
+		    (d->x = cuda_host_alloc(n * sizeof(float))) != NULL)
+			d->x_pinned = 1;
+		else
+			d->x = malloc(n * sizeof(float));
 		d->y = malloc((size_t)d->local * sizeof(int32_t));
 		if (d->x == NULL || d->y == NULL) {
 			snprintf(err, errlen, "out of memory for a synthetic "
@@ -195,7 +202,10 @@ data_close(struct data *d)
 			sk_loader_release(d->l, &d->b);
 		sk_loader_close(d->l);
 	}
-	free(d->x);
+	if (d->x_pinned)
+		cuda_host_free(d->x);
+	else
+		free(d->x);
 	free(d->y);
 	memset(d, 0, sizeof(*d));
 }

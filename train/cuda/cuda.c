@@ -995,6 +995,27 @@ cuda_set_comm_stream(void *stream)
 	G.comm = (cudaStream_t)stream;
 }
 
+void *
+cuda_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+
+	if (!G.ready || bytes == 0)
+		return NULL;
+	if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+void
+cuda_host_free(void *p)
+{
+	if (p != NULL)
+		CU(cudaFreeHost(p));
+}
+
 #else /* no CUDA, cuDNN or cuBLASLt in this build */
 
 const struct backend *
@@ -1036,6 +1057,19 @@ void
 cuda_set_comm_stream(void *stream)
 {
 	(void)stream;
+}
+
+void *
+cuda_host_alloc(size_t bytes)
+{
+	(void)bytes;
+	return NULL;
+}
+
+void
+cuda_host_free(void *p)
+{
+	(void)p;
 }
 
 #endif

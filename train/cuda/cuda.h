@@ -43,6 +43,11 @@ void *cuda_stream(void);
 const char *cuda_device_name(void);
 size_t cuda_peak_bytes(void);
 
+/* Page-locked host memory for the batches copied to the GPU, or NULL (no
+ * CUDA, or none to be had: use malloc then). */
+void *cuda_host_alloc(size_t bytes);
+void cuda_host_free(void *p);
+
 /* NCCL's stream: memory freed from now on goes back to the pool only once
  * that stream, too, has reached the free (comm_nccl.c). */
 void cuda_set_comm_stream(void *stream);
