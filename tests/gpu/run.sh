@@ -6,6 +6,10 @@
 # usage: tests/gpu/run.sh [ARG...]   (from the build directory, or with
 #        top_builddir set; ARGs go to every test, e.g. --bench)
 #
+# GPU_TEST_WRAPPER runs each test program under a tool, e.g.
+#   GPU_TEST_WRAPPER="compute-sanitizer --error-exitcode 1 --tool memcheck"
+# (the scripts' shardtrain runs are not wrapped).
+#
 # Exit: 0 when all ran and passed, 1 when one failed, 77 when all skipped.
 
 # The GPU tests: programs relative to the build directory, scripts (*.sh)
@@ -26,11 +30,15 @@ for t in $tests; do
 		skip=$((skip + 1))
 		continue
 	fi
+	wrap=
+	case $t in *.sh) ;; *) wrap=${GPU_TEST_WRAPPER:-} ;; esac
 	# a hung stream or event must not hang the run (GPU_TEST_TIMEOUT s)
 	if command -v timeout >/dev/null 2>&1; then
-		timeout "${GPU_TEST_TIMEOUT:-600}" "$prog" "$@"
+		# shellcheck disable=SC2086 # the wrapper is a command line
+		timeout "${GPU_TEST_TIMEOUT:-600}" $wrap "$prog" "$@"
 	else
-		"$prog" "$@"
+		# shellcheck disable=SC2086
+		$wrap "$prog" "$@"
 	fi
 	rc=$?
 	case $rc in
