@@ -16,6 +16,11 @@
 #            lib64, or the nvidia/*/lib folders of python3's wheels), and
 #            runs tests/gpu/run.sh on the bundle's programs (ARGs go to
 #            every test)
+#        tests/gpu/bundle.sh exec BUNDLEDIR COMMAND [ARG...]
+#            the same set-up, then COMMAND with SHARDTRAIN naming the
+#            bundle's shardtrain, e.g.
+#            tests/gpu/bundle.sh exec DIR sh -c \
+#              'bench/gpu-train.sh --shardtrain "$SHARDTRAIN" --runs 1'
 #
 # The build machine's glibc must be no newer than the GPU machine's.
 # Exit: run.sh's (0 passed, 1 failed, 77 skipped); 2 for a usage or
@@ -67,14 +72,14 @@ pack() {
 	    "$out/shardkit-gpu.tar.xz" | cut -f1)): $progs"
 }
 
-run() {
-	local src dir nv d py
-	[ $# -ge 1 ] || die "usage: bundle.sh run BUNDLEDIR [ARG...]"
-	src=$1
-	shift
+# setup BUNDLEDIR: unpack it into $dir, point LD_LIBRARY_PATH at its
+# libraries and NVIDIA's, and SHARDTRAIN at its shardtrain
+setup() {
+	local src=$1 nv d py
 	[ -f "$src/shardkit-gpu.tar.xz" ] ||
 	    die "$src/shardkit-gpu.tar.xz: no bundle (bundle.sh pack first)"
 	dir=$(mktemp -d) || die "mktemp -d"
+	trap 'rm -rf "$dir"' EXIT
 	tar -C "$dir" -xJf "$src/shardkit-gpu.tar.xz" ||
 	    die "$src/shardkit-gpu.tar.xz: cannot unpack it"
 	nv=
@@ -93,11 +98,26 @@ for s in site.getsitepackages():
 	export LD_LIBRARY_PATH="$dir/lib$nv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export SHARDTRAIN="$dir/bin/train/shardtrain"
 	echo "bundle.sh: programs in $dir/bin, libraries from $LD_LIBRARY_PATH"
+}
+
+run() {
+	[ $# -ge 1 ] || die "usage: bundle.sh run BUNDLEDIR [ARG...]"
+	setup "$1"
+	shift
 	top_builddir="$dir/bin" sh "$dir/run.sh" "$@"
+}
+
+exec_in() {
+	[ $# -ge 2 ] || die "usage: bundle.sh exec BUNDLEDIR COMMAND [ARG...]"
+	setup "$1"
+	shift
+	"$@"
 }
 
 case ${1:-} in
 pack)	shift; pack "$@" ;;
 run)	shift; run "$@" ;;
-*)	die "usage: bundle.sh pack BUILDDIR OUTDIR | run BUNDLEDIR [ARG...]" ;;
+exec)	shift; exec_in "$@" ;;
+*)	die "usage: bundle.sh pack BUILDDIR OUTDIR | run BUNDLEDIR [ARG...] |" \
+	    "exec BUNDLEDIR COMMAND [ARG...]" ;;
 esac
