@@ -79,11 +79,13 @@ struct data {
 };
 
 struct data_batch {
-	const float *x;
-	const int32_t *y;
+	const float *x;			/* host memory, or the GPU's */
+	const int32_t *y;		/* host memory */
 	int n, epoch;
 	long index;
 	const char *const *keys;
+	void *ready;			/* x on the GPU: a cudaEvent_t the
+					 * loader's copy fires, else NULL */
 };
 
 static uint64_t
@@ -163,8 +165,22 @@ data_open(struct data *d, const struct train_config *cfg, int rank, int world,
 	lc.image_size = cfg->model.image_size;
 	lc.dtype = SK_DTYPE_F32;
 	lc.layout = SK_LAYOUT_NCHW;
+	/* training on a GPU: the loader's device mode copies each batch as
+	 * u8 on its own stream, a quarter of fp32's bytes, and normalises it
+	 * there (the same bits as on the host) */
+	lc.device = strcmp(cfg->backend, "cuda") == 0 ? cuda_device() : -1;
 	sk_fetch_stats(&d->fetch0);
 	rc = sk_loader_open(&d->l, &lc);
+	if (rc < 0 && lc.device >= 0) {
+		fprintf(stderr, "shardtrain: warning: rank %d: the loader's "
+		    "device mode failed (%s); copying batches from the host "
+		    "instead\n", rank, d->l ? sk_errmsg(d->l) :
+		    sk_strerror(rc));
+		sk_loader_close(d->l);
+		d->l = NULL;
+		lc.device = -1;
+		rc = sk_loader_open(&d->l, &lc);
+	}
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", cfg->data,
 		    d->l ? sk_errmsg(d->l) : sk_strerror(rc));
@@ -242,6 +258,7 @@ data_next(struct data *d, struct data_batch *out, char *err, size_t errlen)
 		out->epoch = (int)(d->next / d->per_epoch);
 		out->index = d->next % d->per_epoch;
 		out->keys = NULL;
+		out->ready = NULL;
 		d->next++;
 		throttle(d, out->n);
 		return 0;
@@ -262,6 +279,11 @@ data_next(struct data *d, struct data_batch *out, char *err, size_t errlen)
 			return -1;
 		}
 	out->x = d->b.images;
+	out->ready = NULL;
+	if (d->b.device_images != NULL) {
+		out->x = d->b.device_images;
+		out->ready = d->b.ready_event;
+	}
 	out->y = d->b.labels;
 	out->n = d->b.n;
 	out->epoch = d->b.epoch;
@@ -488,10 +510,17 @@ step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 	if (r->device) {
 		struct model *m = &r->m;
 
-		x = m->acts[m->input].data;
+		/* a batch the loader copied: wait for its copy (the part the
+		 * host did not hide) and read it in place; else copy it */
+		if (db->ready != NULL)
+			cuda_wait_event(db->ready);
+		else {
+			x = m->acts[m->input].data;
+			r->be->to_device(m->acts[m->input].data, db->x,
+			    (size_t)db->n * m->acts[m->input].per_sample *
+			    sizeof(float));
+		}
 		y = m->labels;
-		r->be->to_device(m->acts[m->input].data, db->x, (size_t)db->n *
-		    m->acts[m->input].per_sample * sizeof(float));
 		r->be->to_device(m->labels, db->y, (size_t)db->n *
 		    sizeof(int32_t));
 	}

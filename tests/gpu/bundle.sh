@@ -5,8 +5,8 @@
 #
 # usage: tests/gpu/bundle.sh pack BUILDDIR OUTDIR
 #            (on the build machine) writes OUTDIR/shardkit-gpu.tar.xz: the
-#            linked programs shardtrain, tests/gpu/backend_gpu and
-#            tests/gpu/loader_gpu, the scripts run.sh and train_gpu.sh,
+#            linked programs shardtrain, shardtool, tests/gpu/backend_gpu
+#            and tests/gpu/loader_gpu, the scripts run.sh and train_gpu.sh,
 #            libshardkit, and every library they load
 #            except glibc's, libstdc++/libgcc and NVIDIA's (the GPU machine
 #            brings its own CUDA runtime, cuBLASLt, cuDNN and NCCL)
@@ -17,8 +17,8 @@
 #            runs tests/gpu/run.sh on the bundle's programs (ARGs go to
 #            every test)
 #        tests/gpu/bundle.sh exec BUNDLEDIR COMMAND [ARG...]
-#            the same set-up, then COMMAND with SHARDTRAIN naming the
-#            bundle's shardtrain, e.g.
+#            the same set-up, then COMMAND with SHARDTRAIN and SHARDTOOL
+#            naming the bundle's programs, e.g.
 #            tests/gpu/bundle.sh exec DIR sh -c \
 #              'bench/gpu-train.sh --shardtrain "$SHARDTRAIN" --runs 1'
 #
@@ -29,7 +29,8 @@ set -euo pipefail
 
 die() { echo "bundle.sh: $*" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
-progs="train/shardtrain tests/gpu/backend_gpu tests/gpu/loader_gpu"
+progs="train/shardtrain shardtool/shardtool tests/gpu/backend_gpu
+    tests/gpu/loader_gpu"
 
 # the linked program behind libtool's wrapper script, if there is one
 linked() {
@@ -49,7 +50,8 @@ pack() {
 	mkdir -p "$out" || die "$out: cannot create it"
 	stage=$(mktemp -d) || die "mktemp -d"
 	trap 'rm -rf "$stage"' EXIT
-	mkdir -p "$stage/bin/tests/gpu" "$stage/bin/train" "$stage/lib"
+	mkdir -p "$stage/bin/tests/gpu" "$stage/bin/train" \
+	    "$stage/bin/shardtool" "$stage/lib"
 	for p in $progs; do
 		f=$(linked "$b" "$p")
 		[ -x "$f" ] || die "$f: not built (make, then make check-gpu)"
@@ -97,6 +99,7 @@ for s in site.getsitepackages():
 	fi
 	export LD_LIBRARY_PATH="$dir/lib$nv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export SHARDTRAIN="$dir/bin/train/shardtrain"
+	export SHARDTOOL="$dir/bin/shardtool/shardtool"
 	echo "bundle.sh: programs in $dir/bin, libraries from $LD_LIBRARY_PATH"
 }
 

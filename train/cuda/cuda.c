@@ -995,6 +995,19 @@ cuda_set_comm_stream(void *stream)
 	G.comm = (cudaStream_t)stream;
 }
 
+int
+cuda_device(void)
+{
+	return G.ready ? G.device : -1;
+}
+
+void
+cuda_wait_event(void *ev)
+{
+	CU(cudaEventSynchronize((cudaEvent_t)ev));
+	CU(cudaStreamWaitEvent(G.stream, (cudaEvent_t)ev, 0));
+}
+
 void *
 cuda_host_alloc(size_t bytes)
 {
@@ -1057,6 +1070,18 @@ void
 cuda_set_comm_stream(void *stream)
 {
 	(void)stream;
+}
+
+int
+cuda_device(void)
+{
+	return -1;
+}
+
+void
+cuda_wait_event(void *ev)
+{
+	(void)ev;
 }
 
 void *

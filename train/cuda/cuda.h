@@ -43,6 +43,13 @@ void *cuda_stream(void);
 const char *cuda_device_name(void);
 size_t cuda_peak_bytes(void);
 
+/* The GPU the backend runs on, or -1 before backend_cuda(). */
+int cuda_device(void);
+
+/* Wait, on the host and on the compute stream, for a cudaEvent_t another
+ * stream recorded (the loader's copy of a batch). */
+void cuda_wait_event(void *ev);
+
 /* Page-locked host memory for the batches copied to the GPU, or NULL (no
  * CUDA, or none to be had: use malloc then). */
 void *cuda_host_alloc(size_t bytes);
