@@ -43,9 +43,16 @@ struct comm_req *comm_allgather(struct comm *c, float *full,
 /* shard (n) = mean over ranks of full[rank*n .. rank*n+n). */
 struct comm_req *comm_reduce_scatter_mean(struct comm *c, float *shard,
     const float *full, size_t n);
-void comm_wait(struct comm *c, struct comm_req *r);	/* NULL is a no-op */
+/* NULL is a no-op. On GPU buffers it orders the compute stream after the
+ * collective and returns at once: see comm_stall_seconds. */
+void comm_wait(struct comm *c, struct comm_req *r);
 /* Nonzero when r has completed (comm_wait must still free it). */
 int comm_test(struct comm *c, struct comm_req *r);
+/* On GPU buffers: the seconds the compute stream stood waiting for
+ * collectives at comm_wait()s since the last call (waiting on the host
+ * until it has passed them). 0 otherwise: a host wait is the caller's to
+ * time. */
+double comm_stall_seconds(struct comm *c);
 
 /* After a fatal error, the message printed: stop every rank (MPI_Abort
  * when MPI runs, else exit(1)). Does not return. */

@@ -6,9 +6,10 @@
  * NCCL runs on its own stream. A collective first waits (on the GPU) for
  * the work queued on the compute stream so far, so it reads finished
  * gradients, and returns an event; comm_dev_wait() makes the compute
- * stream wait for that event and blocks the host until it fires, so the
- * time a strategy measures in comm_wait is the communication compute did
- * not hide.
+ * stream wait for that event, without blocking the host, which goes on
+ * queueing work. The time the compute stream stands still at such a wait
+ * is the communication compute did not hide: two timing events around
+ * each wait measure it, and comm_dev_stall_seconds() adds them up.
  */
 #ifndef SK_TRAIN_COMM_DEV_H
 #define SK_TRAIN_COMM_DEV_H
@@ -38,5 +39,8 @@ void comm_dev_copy(struct comm_dev *d, float *dst, const float *src,
     size_t n);
 void comm_dev_wait(struct comm_dev *d, void *ev);	/* frees ev */
 int comm_dev_test(struct comm_dev *d, void *ev);
+/* Seconds the compute stream stood at comm_dev_wait()s since the last
+ * call; waits on the host until the compute stream has passed them. */
+double comm_dev_stall_seconds(struct comm_dev *d);
 
 #endif /* SK_TRAIN_COMM_DEV_H */

@@ -463,6 +463,17 @@ comm_wait(struct comm *c, struct comm_req *r)
 	free(r);
 }
 
+double
+comm_stall_seconds(struct comm *c)
+{
+#ifdef HAVE_CUDA
+	if (c->dev != NULL)
+		return comm_dev_stall_seconds(c->dev);
+#endif
+	(void)c;
+	return 0;
+}
+
 int
 comm_test(struct comm *c, struct comm_req *r)
 {

@@ -22,9 +22,17 @@
 #include <nccl.h>
 #endif
 
+/* The compute stream's events around one wait. */
+struct stall {
+	cudaEvent_t before, after;
+};
+
 struct comm_dev {
 	int world;
 	cudaStream_t compute, stream;	/* the backend's; NCCL's */
+	struct stall *stalls;		/* [0, nstall) recorded, unread;
+					 * [nstall, cap) created, free */
+	int nstall, cap;
 #ifdef HAVE_NCCL
 	ncclComm_t nc;
 #endif
@@ -101,8 +109,15 @@ comm_dev_open(struct comm *c, void *stream, char *err, size_t errlen)
 void
 comm_dev_close(struct comm_dev *d)
 {
+	int i;
+
 	if (d == NULL)
 		return;
+	for (i = 0; i < d->cap; i++) {
+		CU(cudaEventDestroy(d->stalls[i].before));
+		CU(cudaEventDestroy(d->stalls[i].after));
+	}
+	free(d->stalls);
 #ifdef HAVE_NCCL
 	if (d->world > 1) {
 		CU(cudaStreamSynchronize(d->stream));
@@ -203,11 +218,47 @@ comm_dev_copy(struct comm_dev *d, float *dst, const float *src, size_t n)
 void
 comm_dev_wait(struct comm_dev *d, void *ev)
 {
+	struct stall *st;
+
 	if (ev == NULL)
 		return;
+	if (d->nstall == d->cap) {
+		int cap = d->cap ? 2 * d->cap : 64, i;
+		struct stall *p = realloc(d->stalls, (size_t)cap * sizeof(*p));
+
+		if (p == NULL)
+			die("comm_dev_wait", __FILE__, __LINE__,
+			    "out of memory for timing events");
+		for (i = d->cap; i < cap; i++) {
+			CU(cudaEventCreate(&p[i].before));
+			CU(cudaEventCreate(&p[i].after));
+		}
+		d->stalls = p;
+		d->cap = cap;
+	}
+	st = &d->stalls[d->nstall++];
+	CU(cudaEventRecord(st->before, d->compute));
 	CU(cudaStreamWaitEvent(d->compute, (cudaEvent_t)ev, 0));
-	CU(cudaEventSynchronize((cudaEvent_t)ev));
+	CU(cudaEventRecord(st->after, d->compute));
+	/* released once it fires */
 	CU(cudaEventDestroy((cudaEvent_t)ev));
+}
+
+double
+comm_dev_stall_seconds(struct comm_dev *d)
+{
+	double s = 0;
+	float ms;
+	int i;
+
+	for (i = 0; i < d->nstall; i++) {
+		CU(cudaEventSynchronize(d->stalls[i].after));
+		CU(cudaEventElapsedTime(&ms, d->stalls[i].before,
+		    d->stalls[i].after));
+		s += ms / 1e3;
+	}
+	d->nstall = 0;
+	return s;
 }
 
 int

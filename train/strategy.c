@@ -81,7 +81,9 @@ now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Every wait is exposed communication: compute could not go on. */
+/* Every wait is exposed communication: compute could not go on. On GPU
+ * buffers the host does not wait; comm_stall_seconds() then measures how
+ * long the GPU did (strategy_comm_so_far, strategy_end_backward). */
 static void
 wait_timed(struct strategy *s, struct comm_req *r)
 {
@@ -587,6 +589,9 @@ strategy_begin_step(struct strategy *s)
 {
 	int b;
 
+	/* GPU stalls from outside a step (a checkpoint's gathers) are not
+	 * this step's */
+	(void)comm_stall_seconds(s->c);
 	s->comm_s = 0;
 	if (s->kind != STRATEGY_FSDP) {
 		s->be->zero(s->grads, s->m->nflat * sizeof(float));
@@ -606,14 +611,15 @@ strategy_end_backward(struct strategy *s)
 		ddp_finish(s, 1);
 	else if (s->kind == STRATEGY_FSDP)
 		fsdp_finish(s);
-	t = s->comm_s;
+	t = s->comm_s + comm_stall_seconds(s->c);
 	s->comm_s = 0;
 	return t;
 }
 
 double
-strategy_comm_so_far(const struct strategy *s)
+strategy_comm_so_far(struct strategy *s)
 {
+	s->comm_s += comm_stall_seconds(s->c);
 	return s->comm_s;
 }
 

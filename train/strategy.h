@@ -56,7 +56,7 @@ double strategy_end_backward(struct strategy *s);
 
 /* Seconds waited on communication so far in this step (forward's
  * gathers, when read between forward and backward). */
-double strategy_comm_so_far(const struct strategy *s);
+double strategy_comm_so_far(struct strategy *s);
 
 const struct strategy_view *strategy_view(struct strategy *s);
 
