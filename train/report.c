@@ -276,9 +276,20 @@ report_print(const struct run_result *res, const struct train_config *cfg)
 	printf("%-16s %.1f MiB params + grads + optimizer per rank, peak RSS "
 	    "%.1f MiB\n", "memory", res->peak_param_bytes / 1048576.0,
 	    res->peak_rss_bytes / 1048576.0);
-	if (res->gpu[0])
-		printf("%-16s %s, peak %.1f MiB in use\n", "GPU", res->gpu,
+	if (res->gpu[0]) {
+		printf("%-16s %s, peak %.1f MiB held", "GPU", res->gpu,
 		    res->peak_gpu_bytes / 1048576.0);
+		if (res->world > 1 && res->peak_gpu_by_rank != NULL) {
+			int i;
+
+			printf(" (by rank:");
+			for (i = 0; i < res->world; i++)
+				printf(" %.1f", res->peak_gpu_by_rank[i] /
+				    1048576.0);
+			printf(")");
+		}
+		printf("\n");
+	}
 	if (res->gemm_share >= 0)
 		printf("%-16s %.1f%% of step time\n", "GEMM share",
 		    res->gemm_share * 100);
@@ -456,6 +467,15 @@ result_json(struct cli_json *j, const struct run_result *res)
 		cli_json_null(j, "gpu");
 		cli_json_null(j, "peak_gpu_bytes");
 	}
+	if (res->peak_gpu_by_rank != NULL) {
+		int i;
+
+		cli_json_array(j, "peak_gpu_bytes_by_rank");
+		for (i = 0; i < res->world; i++)
+			cli_json_uint(j, NULL, res->peak_gpu_by_rank[i]);
+		cli_json_end(j);
+	} else
+		cli_json_null(j, "peak_gpu_bytes_by_rank");
 	jnum(j, "cost_per_epoch_usd", res->cost_per_epoch,
 	    res->cost_per_epoch >= 0);
 	jnum(j, "first_loss", res->first_loss, 1);

@@ -1064,6 +1064,28 @@ train_run(const struct train_config *cfg, struct comm *c,
 		snprintf(res->gpu, sizeof(res->gpu), "%s",
 		    r->device ? cuda_device_name() : "");
 	}
+	if (r->device) {
+		/* each rank's own: FSDP's shards and a rank 0 that does more
+		 * can make them differ */
+		double *g = calloc((size_t)r->world, sizeof(double));
+
+		res->peak_gpu_by_rank = calloc((size_t)r->world,
+		    sizeof(uint64_t));
+		if (g != NULL) {
+			g[r->rank] = (double)cuda_peak_bytes();
+			comm_sum_double(c, g, r->world);
+		}
+		if (g != NULL && res->peak_gpu_by_rank != NULL) {
+			int i;
+
+			for (i = 0; i < r->world; i++)
+				res->peak_gpu_by_rank[i] = (uint64_t)g[i];
+		} else {
+			free(res->peak_gpu_by_rank);
+			res->peak_gpu_by_rank = NULL;
+		}
+		free(g);
+	}
 	verdict_decide(res, cfg);
 	rc = 0;
 out:
@@ -1082,4 +1104,6 @@ run_result_free(struct run_result *res)
 	free(res->epochs);
 	res->epochs = NULL;
 	res->nepochs = 0;
+	free(res->peak_gpu_by_rank);
+	res->peak_gpu_by_rank = NULL;
 }

@@ -87,6 +87,7 @@ struct run_result {
 					 * largest rank's */
 	uint64_t peak_rss_bytes;	/* the largest rank's */
 	uint64_t peak_gpu_bytes;	/* the largest rank's, 0 on the CPU */
+	uint64_t *peak_gpu_by_rank;	/* (world) on a GPU, else NULL */
 	char gpu[128];			/* rank 0's device name, or "" */
 	double cost_per_epoch;		/* < 0 without a price */
 	uint64_t skipped;		/* samples the loader skipped */
