@@ -626,6 +626,104 @@ dump_params(struct run *r)
 	return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* --batch auto                                                             */
+
+/* The largest local batch tried. */
+#define AUTO_BATCH_MAX	4096
+
+/*
+ * Can the model train at local batch b on this GPU? Every rank builds the
+ * model, strategy and optimizer at b; if all of them could, all run one
+ * step on synthetic data; then everything is freed (CUDA's pool keeps the
+ * memory for the run). 1 fits on every rank, 0 not, -1 an error that is
+ * not a lack of memory (in r->err).
+ */
+static int
+try_batch(struct run *r, int b)
+{
+	const struct train_config *cfg = r->cfg;
+	struct run t = *r;
+	struct optim_config oc = cfg->optim;
+	struct data_batch db;
+	struct step_times tm = { 0 };
+	size_t per = (size_t)3 * cfg->model.image_size *
+	    cfg->model.image_size;
+	float *x = NULL;
+	int32_t *y = NULL;
+	int i, ok;
+
+	memset(&t.m, 0, sizeof(t.m));
+	t.s = NULL;
+	t.o = NULL;
+	t.local = b;
+	if (model_build(&t.m, &cfg->model, r->err, sizeof(r->err)) != 0)
+		return -1;
+	oc.total = 1;
+	ok = model_alloc(&t.m, t.be, b, cfg->checkpoint_activations, t.err,
+	    sizeof(t.err)) == 0 &&
+	    (t.s = strategy_open(cfg->strategy, &t.m, t.c, cfg->seed, 0,
+	    t.err, sizeof(t.err))) != NULL &&
+	    (t.o = optim_open(&oc, &t.m, strategy_view(t.s), t.be, t.err,
+	    sizeof(t.err))) != NULL &&
+	    (x = malloc(per * b * sizeof(float))) != NULL &&
+	    (y = malloc((size_t)b * sizeof(int32_t))) != NULL;
+	/* a step has collectives: all ranks take it, or none */
+	{
+		double bad = !ok;
+
+		comm_sum_double(t.c, &bad, 1);
+		ok = bad == 0;
+	}
+	if (ok) {
+		for (i = 0; i < b; i++)
+			synth_sample(cfg->seed, (uint64_t)i,
+			    cfg->model.num_classes, x + per * i, per, &y[i]);
+		db.x = x;
+		db.y = y;
+		db.n = b;
+		db.epoch = 0;
+		db.index = 0;
+		db.keys = NULL;
+		db.ready = NULL;
+		step(&t, &db, 0, &tm);
+	}
+	free(x);
+	free(y);
+	optim_close(t.o);
+	strategy_close(t.s);
+	model_free(&t.m);
+	return ok;
+}
+
+/*
+ * Find the largest power-of-two local batch that trains on every rank's
+ * GPU, from AUTO_BATCH_MAX down. Out of memory in a step itself (FSDP's
+ * gathered blocks, allocated as it goes) still stops the run: such a
+ * model is near the edge at that batch anyway.
+ */
+static int
+find_batch(struct run *r)
+{
+	int b, rc;
+
+	for (b = AUTO_BATCH_MAX; b >= 1; b /= 2) {
+		if ((rc = try_batch(r, b)) < 0)
+			return -1;
+		if (rc == 1) {
+			say(r, "--batch auto: %d per rank fits on %s%s (global "
+			    "batch %d)", b, cuda_device_name(),
+			    b < AUTO_BATCH_MAX ? ", twice that does not" :
+			    ", the most tried", b * r->world);
+			return b;
+		}
+	}
+	snprintf(r->err, sizeof(r->err), "--batch auto: even a batch of 1 "
+	    "does not fit on %s: try --checkpoint-activations, --strategy "
+	    "fsdp over more GPUs, or a smaller model", cuda_device_name());
+	return -1;
+}
+
 /* Steps on synthetic data, timed without the data: compute alone. */
 static double
 compute_ceiling(struct run *r, long steps, long t0)
@@ -724,8 +822,7 @@ epoch_close(struct run *r, struct run_result *res, int epoch, long steps,
 }
 
 int
-train_run(const struct train_config *cfg, struct comm *c,
-    struct run_result *res)
+train_run(struct train_config *cfg, struct comm *c, struct run_result *res)
 {
 	struct run R = { 0 }, *r = &R;
 	struct data d = { 0 };
@@ -782,6 +879,17 @@ train_run(const struct train_config *cfg, struct comm *c,
 		    "tensor-core math" : "fp32, TF32 off");
 	} else
 		r->be = backend_cpu();
+	if (cfg->batch_auto) {
+		int b = find_batch(r);
+
+		if (any_failed(r, b < 0))
+			goto out;
+		cfg->batch = b * r->world;
+		r->local = b;
+		if (cfg->lr_per_256 > 0)
+			cfg->optim.lr = (float)(cfg->lr_per_256 * cfg->batch /
+			    256.0);
+	}
 	threads = cfg->threads;
 	if (threads <= 0)
 		threads = cli_cpus_per_rank();

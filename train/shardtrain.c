@@ -141,9 +141,33 @@ static const struct cli_option run_opts[] = {
 	END
 };
 
+/* The loader's data options, but this tool's --batch also takes "auto";
+ * filled from cli_loader_data by data_opts_init(). */
+static struct cli_option data_opts[32];
+
+static void
+data_opts_init(void)
+{
+	size_t i;
+
+	for (i = 0; cli_loader_data[i].name != NULL; i++) {
+		if (i + 1 >= sizeof(data_opts) / sizeof(data_opts[0]))
+			abort();	/* the table outgrew this copy */
+		data_opts[i] = cli_loader_data[i];
+		if (data_opts[i].id == CLI_L_BATCH) {
+			data_opts[i].type = CLI_STRING;
+			data_opts[i].arg = "N|auto";
+			data_opts[i].help = "samples per batch on each rank "
+			    "(256); auto: the largest\npower of two that fits "
+			    "the GPU";
+		}
+	}
+	data_opts[i] = cli_loader_data[i];
+}
+
 static const struct cli_group train_groups[] = {
 	{ "model", model_opts },
-	{ "data", cli_loader_data },
+	{ "data", data_opts },
 	{ "training data", train_data_opts },
 	{ "pipeline", cli_loader_pipeline },
 	{ "augmentation", cli_loader_augment },
@@ -223,6 +247,7 @@ struct parsed {
 	struct cli_loader l;
 	const char *model;
 	int classes, strategy_set, optim_set, global_batch, batch_set;
+	int batch_auto;
 	double lr, wd, clip;		/* < 0: the default */
 	float width;
 	int dim, depth, heads, mlp;	/* 0: the preset's */
@@ -242,8 +267,19 @@ set_opt(void *ctx, const struct cli_option *o, const struct cli_value *v)
 	struct parsed *p = ctx;
 	struct train_config *cfg = &p->cfg;
 
-	if (o->id == CLI_L_BATCH)
+	if (o->id == CLI_L_BATCH) {
+		long long n;
+		char err[128];
+
 		p->batch_set = 1;
+		p->batch_auto = strcmp(v->s, "auto") == 0;
+		if (p->batch_auto)
+			return;
+		if (cli_parse_int(v->s, 1, 1 << 20, &n, err, sizeof(err)) != 0)
+			usage_error("--batch %s: %s (or auto)", v->s, err);
+		p->l.cfg.batch = (int)n;
+		return;
+	}
 	if (cli_loader_set(&p->l, o, v))
 		return;
 	switch (o->id) {
@@ -326,6 +362,7 @@ parse(const struct cli_command *cmd, int argc, char **argv,
 	cfg->label_smoothing = 0.1f;
 	cfg->ceiling_steps = 10;
 	cfg->log_every = 10;
+	data_opts_init();
 	cli_parse(cmd, argc, argv, set_opt, p);
 	if (cli_quiet) {
 		cfg->quiet = 1;
@@ -356,6 +393,8 @@ finish(struct parsed *p, int world)
 		    p->global_batch, world, world);
 	if (p->global_batch != 0)
 		cfg->batch = p->global_batch;
+	else if (p->batch_auto)
+		cfg->batch = 0;		/* train_run finds it */
 	else if ((long long)p->l.cfg.batch * world > 1 << 30)
 		usage_error("--batch %d x %d ranks is over 2^30", p->l.cfg.batch,
 		    world);
@@ -412,7 +451,12 @@ finish(struct parsed *p, int world)
 	if (!p->optim_set)
 		cfg->optim.kind = cfg->model.family == MODEL_VIT ?
 		    OPTIM_ADAMW : OPTIM_SGD;
-	if (p->lr < 0)
+	cfg->batch_auto = p->batch_auto;
+	if (p->lr < 0 && p->batch_auto) {
+		/* set once the batch is found */
+		cfg->lr_per_256 = cfg->optim.kind == OPTIM_SGD ? 0.1 : 1e-3;
+		p->lr = 0;
+	} else if (p->lr < 0)
 		p->lr = (cfg->optim.kind == OPTIM_SGD ? 0.1 : 1e-3) *
 		    cfg->batch / 256.0;
 	if (p->wd < 0)
@@ -426,6 +470,9 @@ finish(struct parsed *p, int world)
 		usage_error("--resume needs --checkpoint-dir");
 	if (cfg->checkpoint_every && cfg->checkpoint_dir[0] == '\0')
 		usage_error("--checkpoint-every needs --checkpoint-dir");
+	if (p->batch_auto && strcmp(cfg->backend, "cuda") != 0)
+		usage_error("--batch auto finds the largest batch that fits a "
+		    "GPU: add --backend cuda, or give --batch N");
 	if (strcmp(cfg->precision, "fp32") != 0 &&
 	    strcmp(cfg->backend, "cuda") != 0)
 		usage_error("--precision %s is a GPU precision: the cpu backend "

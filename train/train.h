@@ -20,7 +20,12 @@ struct train_config {
 	char backend[16];		/* "cpu" or "cuda" */
 	char precision[8];		/* "fp32", or "tf32" (cuda only) */
 	enum strategy_kind strategy;
-	int batch;			/* global batch, divided across ranks */
+	int batch;			/* global batch, divided across ranks;
+					 * 0 with batch_auto until train_run
+					 * finds it */
+	int batch_auto;			/* --batch auto */
+	double lr_per_256;		/* > 0: lr = this x batch / 256, set
+					 * once batch_auto has found batch */
 	char data[4096];		/* URL pattern, manifest or "synthetic" */
 	int epochs;			/* when steps == 0 */
 	long steps;			/* 0 = whole epochs */
@@ -106,8 +111,10 @@ struct run_result {
 /* Run training as configured. Returns 0, 1 after a failure, or 2 for a
  * configuration error (a batch that does not divide across ranks, ranks
  * started with different options); the message is printed
- * ("shardtrain: ..."). The result is filled on every rank. */
-int train_run(const struct train_config *cfg, struct comm *c,
+ * ("shardtrain: ..."). The result is filled on every rank. With
+ * batch_auto, the batch found (and a default lr from it) is written into
+ * cfg, so the caller reports what ran. */
+int train_run(struct train_config *cfg, struct comm *c,
     struct run_result *res);
 void run_result_free(struct run_result *res);
 

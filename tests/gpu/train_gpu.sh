@@ -8,6 +8,7 @@
 #  - a run resumed from a checkpoint at step 3 gives the uninterrupted
 #    run's losses for steps 4 to 6, bit for bit;
 #  - --precision tf32 trains (its losses within 5e-2 of fp32's);
+#  - --batch auto finds a batch and trains at it;
 #  - on packed CIFAR-10 shards, where the loader's device mode copies u8
 #    batches and normalises them on the GPU, the losses follow the cpu
 #    backend's (fed on the host) within 1e-3;
@@ -144,6 +145,15 @@ for m in resnet vit; do
 	fi
 	unset -n args
 done
+
+# --batch auto: the tiny model fits at the largest batch tried
+if "$st" "${resnet[@]}" --backend cuda --batch auto --steps 2 \
+    --ceiling-steps 0 --json "$T/auto.json" >"$T/auto.out" 2>"$T/auto.err" &&
+    grep -q "batch auto: 4096 per rank fits" "$T/auto.err"; then
+	ok "--batch auto: $(grep 'batch auto' "$T/auto.err")"
+else
+	fail "--batch auto: $(cat "$T/auto.err")"
+fi
 
 # real data through the loader's device mode, against the host path
 if "$tool" synth cifar10 "$T/src" --train 256 --test 10 --seed 3 \
