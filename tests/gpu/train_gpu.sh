@@ -62,6 +62,17 @@ print("max relative difference %.3g" % max(abs(x - y) / abs(x)
 EOF
 }
 
+# follows WHAT A B TOL: pass WHAT when the losses in B follow A's within
+# TOL, else fail it
+follows() {
+	local r
+	if r=$(close "$2" "$3" "$4" 2>&1); then
+		ok "$1 ($r)"
+	else
+		fail "$1: $r"
+	fi
+}
+
 # shellcheck disable=SC2034 # read through the nameref below
 resnet=(--model resnet18 --width 0.125 --image-size 32 --lr 0.01)
 # shellcheck disable=SC2034
@@ -73,11 +84,8 @@ for m in resnet vit; do
 	if run "$m-cpu" "${common[@]}" --backend cpu --losses "$T/$m-cpu.loss" &&
 	    run "$m-gpu" "${common[@]}" --backend cuda \
 	    --losses "$T/$m-gpu.loss"; then
-		if r=$(close "$T/$m-cpu.loss" "$T/$m-gpu.loss" 1e-3 2>&1); then
-			ok "$m: cuda follows cpu ($r)"
-		else
-			fail "$m: cuda against cpu: $r"
-		fi
+		follows "$m: cuda follows cpu" "$T/$m-cpu.loss" \
+		    "$T/$m-gpu.loss" 1e-3
 	else
 		fail "$m: a run failed: $(cat "$T/$m-cpu.err" "$T/$m-gpu.err")"
 		continue
@@ -121,11 +129,8 @@ for m in resnet vit; do
 
 	if run "$m-tf32" "${common[@]}" --backend cuda --precision tf32 \
 	    --losses "$T/$m-tf32.loss"; then
-		if r=$(close "$T/$m-gpu.loss" "$T/$m-tf32.loss" 5e-2 2>&1); then
-			ok "$m: tf32 trains ($r from fp32)"
-		else
-			fail "$m: tf32 against fp32: $r"
-		fi
+		follows "$m: tf32 trains near fp32" "$T/$m-gpu.loss" \
+		    "$T/$m-tf32.loss" 5e-2
 	else
 		fail "$m: --precision tf32: $(cat "$T/$m-tf32.err")"
 	fi
@@ -167,11 +172,9 @@ if "$tool" synth cifar10 "$T/src" --train 256 --test 10 --seed 3 \
 	    --losses "$T/data-gpu.loss"; then
 		if grep -q "device mode failed" "$T/data-gpu.err"; then
 			fail "the loader's device mode: $(cat "$T/data-gpu.err")"
-		elif r=$(close "$T/data-cpu.loss" "$T/data-gpu.loss" 1e-3 \
-		    2>&1); then
-			ok "shards through the loader's device mode follow cpu ($r)"
 		else
-			fail "shards on cuda against cpu: $r"
+			follows "shards through the loader's device mode follow cpu" \
+			    "$T/data-cpu.loss" "$T/data-gpu.loss" 1e-3
 		fi
 	else
 		fail "training on shards: $(cat "$T/data-cpu.err" \
