@@ -508,6 +508,23 @@ math_ok(cudnnMathType_t m)
 }
 
 /*
+ * j = the first of the n results cuDNN's heuristics ranked in perf that
+ * runs, is deterministic, fits limit and uses an allowed math type. The
+ * three directions' result types share these fields, hence a macro.
+ */
+#define PICK(perf, n, limit, j, dir) do {				\
+	for ((j) = 0; (j) < (n); (j)++)					\
+		if ((perf)[j].status == CUDNN_STATUS_SUCCESS &&		\
+		    (perf)[j].determinism == CUDNN_DETERMINISTIC &&	\
+		    (perf)[j].memory <= (limit) &&			\
+		    math_ok((perf)[j].mathType))			\
+			break;						\
+	if ((j) == (n))							\
+		die("conv_plan", __FILE__, __LINE__, "no deterministic "	\
+		    dir " algorithm fits the workspace");		\
+} while (0)
+
+/*
  * The plan for shape s. A shape first seen through conv2d_scratch may use
  * up to CONV_WS_MAX; one first seen in a pass (a batch size the model did
  * not allocate for) must fit the scratch the model has, limit.
@@ -521,7 +538,7 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	struct conv_plan *p;
 	struct conv_shape key;
 	size_t i, h;
-	int n, j, ok;
+	int n, j;
 
 	memset(&key, 0, sizeof(key));
 	key = *s;
@@ -560,48 +577,24 @@ conv_plan(const struct conv_shape *s, size_t limit)
 
 	DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w, p->conv,
 	    p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
-	for (j = 0, ok = 0; j < n && !ok; j++)
-		if (fp[j].status == CUDNN_STATUS_SUCCESS &&
-		    fp[j].determinism == CUDNN_DETERMINISTIC &&
-		    fp[j].memory <= limit && math_ok(fp[j].mathType)) {
-			p->fwd = fp[j].algo;
-			p->fwd_math = fp[j].mathType;
-			p->ws = fp[j].memory;
-			ok = 1;
-		}
-	if (!ok)
-		die("conv_plan", __FILE__, __LINE__,
-		    "no deterministic forward algorithm");
+	PICK(fp, n, limit, j, "forward");
+	p->fwd = fp[j].algo;
+	p->fwd_math = fp[j].mathType;
+	p->ws = fp[j].memory;
 	DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G.dnn, p->w, p->y,
 	    p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
-	for (j = 0, ok = 0; j < n && !ok; j++)
-		if (dp[j].status == CUDNN_STATUS_SUCCESS &&
-		    dp[j].determinism == CUDNN_DETERMINISTIC &&
-		    dp[j].memory <= limit && math_ok(dp[j].mathType)) {
-			p->bwd_data = dp[j].algo;
-			p->bwd_data_math = dp[j].mathType;
-			if (dp[j].memory > p->ws)
-				p->ws = dp[j].memory;
-			ok = 1;
-		}
-	if (!ok)
-		die("conv_plan", __FILE__, __LINE__,
-		    "no deterministic backward-data algorithm");
+	PICK(dp, n, limit, j, "backward-data");
+	p->bwd_data = dp[j].algo;
+	p->bwd_data_math = dp[j].mathType;
+	if (dp[j].memory > p->ws)
+		p->ws = dp[j].memory;
 	DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G.dnn, p->x, p->y,
 	    p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
-	for (j = 0, ok = 0; j < n && !ok; j++)
-		if (wp[j].status == CUDNN_STATUS_SUCCESS &&
-		    wp[j].determinism == CUDNN_DETERMINISTIC &&
-		    wp[j].memory <= limit && math_ok(wp[j].mathType)) {
-			p->bwd_filter = wp[j].algo;
-			p->bwd_filter_math = wp[j].mathType;
-			if (wp[j].memory > p->ws)
-				p->ws = wp[j].memory;
-			ok = 1;
-		}
-	if (!ok)
-		die("conv_plan", __FILE__, __LINE__,
-		    "no deterministic backward-filter algorithm");
+	PICK(wp, n, limit, j, "backward-filter");
+	p->bwd_filter = wp[j].algo;
+	p->bwd_filter_math = wp[j].mathType;
+	if (wp[j].memory > p->ws)
+		p->ws = wp[j].memory;
 	p->used = 1;
 	return p;
 }
