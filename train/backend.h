@@ -11,6 +11,17 @@
  *    input gradient and the parameter gradients. The caller zeroes them
  *    once per step. A NULL input gradient means "not needed";
  *  - every pass is deterministic: same inputs, same thread count, same bits.
+ *
+ * Precision (act_elt): an fp32 backend stores activations and their
+ * gradients as floats (act_elt 4). A bf16 backend (AMP-O2: --precision
+ * bf16) stores them as bfloat16 (act_elt 2) and casts the fp32 weights to
+ * bf16 where a GEMM or convolution reads them; the pointers keep their
+ * float type but address 2-byte elements. What stays fp32 in every
+ * precision: parameters (the master weights) and their gradients,
+ * optimizer state, batch-norm running statistics, the saved statistics of
+ * the norms (mean, rstd), max-pool indices (int32), the loss's probs and
+ * losses, scratch, and the x of input_from_f32. Statistics, softmax and
+ * the loss are computed in fp32 or double from the bf16 values.
  */
 #ifndef SK_TRAIN_BACKEND_H
 #define SK_TRAIN_BACKEND_H
@@ -36,6 +47,8 @@ struct pool_shape {
 
 struct backend {
 	const char *name;
+	/* bytes of one activation element: 4 (fp32) or 2 (bf16) */
+	size_t act_elt;
 
 	/* ---- memory (a 0-byte call does nothing, and its pointers may be
 	 * NULL: an empty tensor may have no memory) ---- */
@@ -46,6 +59,9 @@ struct backend {
 	void (*to_device)(void *dst, const void *host, size_t bytes);
 	void (*to_host)(void *host, const void *src, size_t bytes);
 	void (*sync)(void);
+	/* dst (n activation elements) = x (n floats, a device pointer),
+	 * rounded to the activation precision: the image into the model */
+	void (*input_from_f32)(float *dst, const float *x, size_t n);
 	/* Threads used by the CPU kernels and BLAS, at least 1 (the tool's
 	 * default is cli_cpus_per_rank()). */
 	void (*set_threads)(int n);
@@ -197,5 +213,17 @@ struct backend {
 
 /* The fp32 CPU backend: OpenBLAS GEMMs, OpenMP elsewhere. */
 const struct backend *backend_cpu(void);
+/*
+ * The CPU backend emulating bf16 AMP-O2 (--backend cpu --precision bf16),
+ * the oracle of the GPU's bf16 path: storage stays fp32 (act_elt 4), but
+ * every value the GPU stores in bf16 is rounded to bf16 (round to nearest
+ * even) at the same points: each activation and activation gradient a
+ * pass writes, the weights a GEMM or convolution reads, and a
+ * convolution's weight gradient before it is added to the fp32 gradient.
+ */
+const struct backend *backend_cpu_bf16(void);
+
+/* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN). */
+float bf16_round(float x);
 
 #endif /* SK_TRAIN_BACKEND_H */

@@ -130,6 +130,17 @@ new_act(struct model *m, size_t per_sample, size_t fixed, int has_grad)
 	return m->nacts++;
 }
 
+/* Saved statistics or indices: fp32 (int32) in every precision. */
+static int
+new_stat(struct model *m, size_t per_sample, size_t fixed)
+{
+	int a = new_act(m, per_sample, fixed, 0);
+
+	if (a >= 0)
+		m->acts[a].f32 = 1;
+	return a;
+}
+
 static struct layer *
 new_layer(struct model *m, enum layer_kind kind, int in)
 {
@@ -279,8 +290,8 @@ mb_bn(struct model *m, const char *prefix, int in, int C, int HW)
 	L->b = new_param(m, prefix, "bias", 1, &C, 0, INIT_ZERO, 0);
 	L->run_mean = new_buffer(m, prefix, "running_mean", (size_t)C);
 	L->run_var = new_buffer(m, prefix, "running_var", (size_t)C);
-	L->save = new_act(m, 0, (size_t)C, 0);
-	L->save2 = new_act(m, 0, (size_t)C, 0);
+	L->save = new_stat(m, 0, (size_t)C);
+	L->save2 = new_stat(m, 0, (size_t)C);
 	L->need_dinp = grad_of(m, in);
 	return layer_out(m, L, (size_t)C * HW, 1);
 }
@@ -357,7 +368,7 @@ mb_maxpool(struct model *m, int in, int C, int H, int k, int stride, int pad,
 	s->P = s->Q = (H + 2 * pad - k) / stride + 1;
 	if (s->P < 1)
 		return -2;
-	L->save = new_act(m, (size_t)C * s->P * s->Q, 0, 0);	/* int32 idx */
+	L->save = new_stat(m, (size_t)C * s->P * s->Q, 0);	/* int32 idx */
 	L->need_dinp = grad_of(m, in);
 	*P = s->P;
 	return layer_out(m, L, (size_t)C * s->P * s->Q, 1);
@@ -440,8 +451,8 @@ mb_layernorm(struct model *m, const char *prefix, int in, int M, int C,
 	L->M = M, L->C = C, L->eps = eps;
 	L->w = new_param(m, prefix, "weight", 1, &C, 0, INIT_ONE, 0);
 	L->b = new_param(m, prefix, "bias", 1, &C, 0, INIT_ZERO, 0);
-	L->save = new_act(m, (size_t)M, 0, 0);
-	L->save2 = new_act(m, (size_t)M, 0, 0);
+	L->save = new_stat(m, (size_t)M, 0);
+	L->save2 = new_stat(m, (size_t)M, 0);
 	L->need_dinp = grad_of(m, in);
 	return layer_out(m, L, (size_t)M * C, 1);
 }
@@ -691,9 +702,28 @@ model_init_buffers(struct model *m)
 /* memory                                                                   */
 
 static size_t
-act_floats(const struct act *a, int B)
+act_elems(const struct act *a, int B)
 {
 	return a->per_sample * (size_t)B + a->fixed;
+}
+
+size_t
+model_act_bytes(const struct model *m, const struct act *a, int B)
+{
+	return act_elems(a, B) * (a->f32 ? sizeof(float) : m->be->act_elt);
+}
+
+/* Floats of memory that hold activation a at batch B (rounded up). */
+static size_t
+act_floats(const struct model *m, const struct act *a, int B)
+{
+	return (model_act_bytes(m, a, B) + sizeof(float) - 1) / sizeof(float);
+}
+
+float *
+model_input_f32(struct model *m)
+{
+	return m->xin != NULL ? m->xin : m->acts[m->input].data;
 }
 
 static void *
@@ -741,7 +771,7 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 		}
 		for (i = 0; i < m->nacts; i++) {
 			const struct act *a = &m->acts[i];
-			size_t n = (act_floats(a, max_batch) + 15) & ~(size_t)15;
+			size_t n = (act_floats(m, a, max_batch) + 15) & ~(size_t)15;
 
 			if (!a->internal)
 				continue;
@@ -778,9 +808,9 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 
 		if (checkpoint && a->internal)
 			continue;
-		a->data = xalloc(m, act_floats(a, max_batch), &fail);
+		a->data = xalloc(m, act_floats(m, a, max_batch), &fail);
 		if (a->has_grad && !fail)
-			a->grad = xalloc(m, act_floats(a, max_batch), &fail);
+			a->grad = xalloc(m, act_floats(m, a, max_batch), &fail);
 	}
 	/* one scratch for the largest conv or attention */
 	scratch = 0;
@@ -801,6 +831,9 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 	}
 	m->scratch_floats = scratch;
 	m->scratch = xalloc(m, scratch, &fail);
+	if (be->act_elt != sizeof(float))
+		m->xin = xalloc(m, act_elems(&m->acts[m->input], max_batch),
+		    &fail);
 	m->losses = xalloc(m, (size_t)max_batch, &fail);
 	if ((m->host_losses = malloc((size_t)max_batch * sizeof(float))) == NULL)
 		fail = 1;
@@ -840,6 +873,7 @@ model_free(struct model *m)
 		m->be->free(m->arena);
 		m->be->free(m->garena);
 		m->be->free(m->scratch);
+		m->be->free(m->xin);
 		m->be->free(m->losses);
 		m->be->free(m->probs);
 		m->be->free(m->labels);
@@ -1054,9 +1088,9 @@ model_forward(struct model *m, int B, const float *x, const int32_t *labels,
 	double sum = 0;
 	int b, i;
 
-	if (x != A(m->input))
-		be->copy(A(m->input), x, (size_t)B * m->acts[m->input].per_sample *
-		    sizeof(float));
+	/* always: the bf16 emulation rounds in place when x is the input */
+	be->input_from_f32(A(m->input), x, (size_t)B *
+	    m->acts[m->input].per_sample);
 	if (labels != m->labels)
 		be->copy(m->labels, labels, (size_t)B * sizeof(int32_t));
 	for (b = 0; b < m->nblocks; b++) {
@@ -1085,7 +1119,7 @@ model_backward(struct model *m, int B, float smoothing, float scale,
 		struct act *a = &m->acts[i];
 
 		if (a->has_grad && !(m->checkpoint && a->internal))
-			be->zero(a->grad, act_floats(a, B) * sizeof(float));
+			be->zero(a->grad, model_act_bytes(m, a, B));
 	}
 	be->xent_backward(G(m->logits), m->probs, m->labels, B, m->num_classes,
 	    smoothing, B > 0 ? scale / B : 0);
@@ -1102,8 +1136,8 @@ model_backward(struct model *m, int B, float smoothing, float scale,
 				struct act *a = &m->acts[i];
 
 				if (a->block == b && a->internal && a->has_grad)
-					be->zero(a->grad, act_floats(a, B) *
-					    sizeof(float));
+					be->zero(a->grad,
+					    model_act_bytes(m, a, B));
 			}
 		}
 		for (i = bk->first_layer + bk->nlayers - 1; i >= bk->first_layer; i--) {

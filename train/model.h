@@ -96,6 +96,8 @@ struct act {
 	int block;			/* block of the layer that writes it */
 	int internal;			/* only read inside its own block */
 	int has_grad;
+	int f32;			/* saved statistics or indices: 4-byte
+					 * elements in every precision */
 	float *data, *grad;
 };
 
@@ -158,6 +160,10 @@ struct model {
 	size_t arena_floats;
 	float *scratch;			/* conv / attention scratch */
 	size_t scratch_floats;
+	float *xin;			/* (B,3,S,S) fp32 on the device, when the
+					 * input activation is not fp32 (bf16):
+					 * where a batch lands before
+					 * input_from_f32 rounds it; else NULL */
 	float *losses, *probs;		/* (B), (B,K) */
 	float *host_losses;		/* (B) on the host, to average */
 	int32_t *labels;		/* (B) on the device */
@@ -184,6 +190,13 @@ int model_build(struct model *m, const struct model_config *cfg,
 int model_alloc(struct model *m, const struct backend *be, int max_batch,
     int checkpoint, char *err, size_t errlen);
 void model_free(struct model *m);
+
+/* Bytes of activation a's data (and of its gradient) at batch B, in the
+ * backend's precision. */
+size_t model_act_bytes(const struct model *m, const struct act *a, int B);
+/* Where the caller puts a batch of fp32 images on the device before
+ * model_forward: m->xin, or the input activation itself when it is fp32. */
+float *model_input_f32(struct model *m);
 
 /* Parameter count and forward multiply-adds per image. */
 uint64_t model_param_count(const struct model *m);

@@ -377,6 +377,7 @@ config_json(struct cli_json *j, const struct run_result *res,
 	cli_json_int(j, "classes", m->num_classes);
 	cli_json_str(j, "backend", cfg->backend);
 	cli_json_str(j, "precision", cfg->precision);
+	cli_json_bool(j, "deterministic", cfg->deterministic);
 	cli_json_str(j, "strategy", strategy_name(cfg->strategy));
 	cli_json_int(j, "world", res->world);
 	cli_json_int(j, "batch_per_rank", res->world > 0 ?

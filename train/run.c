@@ -515,10 +515,9 @@ step(struct run *r, const struct data_batch *db, long t, struct step_times *tm)
 		if (db->ready != NULL)
 			cuda_wait_event(db->ready);
 		else {
-			x = m->acts[m->input].data;
-			r->be->to_device(m->acts[m->input].data, db->x,
-			    (size_t)db->n * m->acts[m->input].per_sample *
-			    sizeof(float));
+			x = model_input_f32(m);
+			r->be->to_device((float *)x, db->x, (size_t)db->n *
+			    m->acts[m->input].per_sample * sizeof(float));
 		}
 		y = m->labels;
 		r->be->to_device(m->labels, db->y, (size_t)db->n *
@@ -862,9 +861,14 @@ train_run(struct train_config *cfg, struct comm *c, struct run_result *res)
 		    strategy_name(cfg->strategy));
 
 	if (strcmp(cfg->backend, "cuda") == 0) {
-		r->be = backend_cuda(local_rank(),
-		    strcmp(cfg->precision, "tf32") == 0, r->err,
-		    sizeof(r->err));
+		enum cuda_precision prec = CUDA_BF16;
+
+		if (strcmp(cfg->precision, "fp32") == 0)
+			prec = CUDA_FP32;
+		else if (strcmp(cfg->precision, "tf32") == 0)
+			prec = CUDA_TF32;
+		r->be = backend_cuda(local_rank(), prec, cfg->deterministic,
+		    r->err, sizeof(r->err));
 		/* every rank has its GPU before any starts NCCL's bootstrap,
 		 * a collective */
 		if (any_failed(r, r->be == NULL))
@@ -874,10 +878,15 @@ train_run(struct train_config *cfg, struct comm *c, struct run_result *res)
 		if (any_failed(r, failed))
 			goto out;
 		r->device = 1;
-		say(r, "training on %s (%s)", cuda_device_name(),
-		    strcmp(cfg->precision, "tf32") == 0 ? "fp32 data, TF32 "
-		    "tensor-core math" : "fp32, TF32 off");
-	} else
+		say(r, "training on %s (%s, %s)", cuda_device_name(),
+		    prec == CUDA_BF16 ? "bf16 AMP-O2: bf16 weights and "
+		    "activations, fp32 master weights" : prec == CUDA_TF32 ?
+		    "fp32 data, TF32 tensor-core math" : "fp32, TF32 off",
+		    cfg->deterministic ? "deterministic algorithms" :
+		    "fastest algorithms");
+	} else if (strcmp(cfg->precision, "bf16") == 0)
+		r->be = backend_cpu_bf16();
+	else
 		r->be = backend_cpu();
 	if (cfg->batch_auto) {
 		int b = find_batch(r);

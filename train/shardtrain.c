@@ -38,11 +38,11 @@ enum {
 	O_MOMENTUM, O_NONESTEROV, O_WD, O_WARMUP, O_SMOOTH, O_CLIP, O_CKDIR,
 	O_CKEVERY, O_RESUME, O_CEIL, O_PRICE, O_JSON, O_DUMP, O_LOSSES,
 	O_LOGEVERY, O_DIM, O_DEPTH, O_HEADS, O_MLP, O_PROFILE, O_PLOT,
-	O_PRECISION
+	O_PRECISION, O_DETERMINISTIC
 };
 
 static const char *const backends[] = { "cpu", "cuda", NULL };
-static const char *const precisions[] = { "fp32", "tf32", NULL };
+static const char *const precisions[] = { "fp32", "tf32", "bf16", NULL };
 static const char *const strategies[] = { "single", "ddp", "fsdp", NULL };
 static const char *const optimizers[] = { "sgd", "adamw", NULL };
 
@@ -70,8 +70,13 @@ static const struct cli_option model_opts[] = {
 	    1 << 24),
 	CHOICE("backend", O_BACKEND, "cpu|cuda", "where to compute (cpu)",
 	    backends),
-	CHOICE("precision", O_PRECISION, "fp32|tf32",
-	    "fp32 (default), or TF32 tensor cores on cuda", precisions),
+	CHOICE("precision", O_PRECISION, "fp32|tf32|bf16",
+	    "bf16 AMP-O2 (the default on cuda), fp32 (the\n"
+	    "default on cpu; bf16 there emulates the GPU's\n"
+	    "rounding), or fp32 data on TF32 tensor cores", precisions),
+	OPT("deterministic", O_DETERMINISTIC, CLI_FLAG, NULL,
+	    "cuda: deterministic algorithms only, the same\n"
+	    "bits run to run (else the fastest; cpu always is)", 0, 0),
 	CHOICE("strategy", O_STRATEGY, "single|ddp|fsdp",
 	    "(single for 1 rank, else ddp)", strategies),
 	OPT("checkpoint-activations", O_CKACT, CLI_FLAG, NULL,
@@ -296,8 +301,9 @@ set_opt(void *ctx, const struct cli_option *o, const struct cli_value *v)
 		break;
 	case O_PRECISION:
 		snprintf(cfg->precision, sizeof(cfg->precision), "%s",
-		    v->i == 1 ? "tf32" : "fp32");
+		    precisions[v->i]);
 		break;
+	case O_DETERMINISTIC: cfg->deterministic = 1; break;
 	case O_STRATEGY:
 		cfg->strategy = v->i == 0 ? STRATEGY_SINGLE : v->i == 1 ?
 		    STRATEGY_DDP : STRATEGY_FSDP;
@@ -352,7 +358,7 @@ parse(const struct cli_command *cmd, int argc, char **argv,
 	p->width = 1;
 	cli_loader_init(&p->l);
 	snprintf(cfg->backend, sizeof(cfg->backend), "cpu");
-	snprintf(cfg->precision, sizeof(cfg->precision), "fp32");
+	cfg->precision[0] = '\0';	/* by backend, once parsed */
 	snprintf(cfg->data, sizeof(cfg->data), "synthetic");
 	cfg->optim.momentum = 0.9f;
 	cfg->optim.nesterov = 1;
@@ -473,10 +479,14 @@ finish(struct parsed *p, int world)
 	if (p->batch_auto && strcmp(cfg->backend, "cuda") != 0)
 		usage_error("--batch auto finds the largest batch that fits a "
 		    "GPU: add --backend cuda, or give --batch N");
-	if (strcmp(cfg->precision, "fp32") != 0 &&
+	if (cfg->precision[0] == '\0')
+		snprintf(cfg->precision, sizeof(cfg->precision), "%s",
+		    strcmp(cfg->backend, "cuda") == 0 ? "bf16" : "fp32");
+	if (strcmp(cfg->precision, "tf32") == 0 &&
 	    strcmp(cfg->backend, "cuda") != 0)
-		usage_error("--precision %s is a GPU precision: the cpu backend "
-		    "computes in fp32 (add --backend cuda)", cfg->precision);
+		usage_error("--precision tf32 is a GPU precision: the cpu "
+		    "backend computes in fp32 or emulates bf16 (add --backend "
+		    "cuda)");
 }
 
 /* ------------------------------------------------------------------------ */

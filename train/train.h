@@ -18,7 +18,9 @@
 struct train_config {
 	struct model_config model;
 	char backend[16];		/* "cpu" or "cuda" */
-	char precision[8];		/* "fp32", or "tf32" (cuda only) */
+	char precision[8];		/* "fp32", "bf16" (AMP-O2; cpu
+					 * emulates it), "tf32" (cuda only) */
+	int deterministic;		/* cuda: deterministic engines only */
 	enum strategy_kind strategy;
 	int batch;			/* global batch, divided across ranks;
 					 * 0 with batch_auto until train_run

@@ -25,7 +25,7 @@ bad cuda "not one of cpu or cuda" --backend gpu
 bad prec "--precision tf32 is a GPU precision" --precision tf32
 bad auto "--batch auto finds the largest batch that fits a GPU" --batch auto
 bad auto2 "--batch x: " --batch x
-bad prec2 "not one of fp32 or tf32" --precision fp64
+bad prec2 "not one of fp32, tf32 or bf16" --precision fp64
 bad width "--width is for ResNets" --model vit-ti16 --width 2
 bad dim "shape a ViT" --model resnet18 --dim 64
 bad resume "--resume needs --checkpoint-dir" --resume

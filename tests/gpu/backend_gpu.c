@@ -1529,7 +1529,7 @@ main(void)
 		printf("SKIP: no CUDA device\n");
 		return 77;
 	}
-	if ((gpu = backend_cuda(0, 0, err, sizeof(err))) == NULL) {
+	if ((gpu = backend_cuda(0, CUDA_FP32, 1, err, sizeof(err))) == NULL) {
 		printf("SKIP: no CUDA device: %s\n", err);
 		return 77;
 	}

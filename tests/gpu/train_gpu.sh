@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # train_gpu.sh - shardtrain --backend cuda end to end, on synthetic data,
-# for a tiny ResNet (SGD, batch norm) and a tiny ViT (AdamW, clipping):
+# for a tiny ResNet (SGD, batch norm) and a tiny ViT (AdamW, clipping), in
+# fp32 and in bf16 (AMP-O2, the default), each with --deterministic:
 #  - the losses of 6 steps follow the cpu backend's within 1e-3 relative
-#    (fp32 both; the kernels' sums run in another order);
+#    in fp32 (the kernels' sums run in another order), and those of 20
+#    steps follow the cpu backend's bf16 emulation within 2e-2 in bf16;
 #  - the same run twice gives the same bits (deterministic algorithms);
 #  - DDP and FSDP on one rank give single's bits;
 #  - a run resumed from a checkpoint at step 3 gives the uninterrupted
 #    run's losses for steps 4 to 6, bit for bit;
+#  - without --deterministic (cuDNN's fastest algorithms, timed), bf16
+#    still follows the cpu emulation within 2e-2;
 #  - --precision tf32 trains (its losses within 5e-2 of fp32's);
 #  - --batch auto finds a batch and trains at it;
 #  - on packed CIFAR-10 shards, where the loader's device mode copies u8
@@ -77,17 +81,44 @@ follows() {
 resnet=(--model resnet18 --width 0.125 --image-size 32 --lr 0.01)
 # shellcheck disable=SC2034
 vit=(--model vit-ti4 --dim 64 --depth 2 --heads 4 --mlp 128 --image-size 32)
-for m in resnet vit; do
+for mp in resnet:fp32 vit:fp32 resnet:bf16 vit:bf16; do
+	m=${mp%%:*} p=${mp#*:}
 	declare -n args=$m
-	common=("${args[@]}" --batch 16 --steps 6 --seed 7)
+	common=("${args[@]}" --batch 16 --steps 6 --seed 7 --precision "$p"
+	    --deterministic)
+	if [ "$p" = bf16 ]; then
+		# a small lr for the ResNet: its tiny layers' gradients swing
+		# with any rounding at initialisation (fp32 too), and a large
+		# step turns that into diverging losses
+		long=("${args[@]}" --batch 16 --steps 20 --seed 7 --precision bf16)
+		[ "$m" = resnet ] && long+=(--lr 0.001)
+		if run "$m-long-cpu" "${long[@]}" --backend cpu \
+		    --losses "$T/$m-long-cpu.loss" &&
+		    run "$m-long-gpu" "${long[@]}" --backend cuda \
+		    --deterministic --losses "$T/$m-long-gpu.loss" &&
+		    run "$m-long-fast" "${long[@]}" --backend cuda \
+		    --losses "$T/$m-long-fast.loss"; then
+			follows "$m: cuda bf16 follows the cpu emulation, 20 steps" \
+			    "$T/$m-long-cpu.loss" "$T/$m-long-gpu.loss" 2e-2
+			follows "$m: cuda bf16, fastest algorithms, follows too" \
+			    "$T/$m-long-cpu.loss" "$T/$m-long-fast.loss" 2e-2
+		else
+			fail "$m: a bf16 run failed: $(cat "$T/$m-long-cpu.err" \
+			    "$T/$m-long-gpu.err" "$T/$m-long-fast.err")"
+		fi
+		m=$m-bf16
+	fi
 
 	if run "$m-cpu" "${common[@]}" --backend cpu --losses "$T/$m-cpu.loss" &&
 	    run "$m-gpu" "${common[@]}" --backend cuda \
 	    --losses "$T/$m-gpu.loss"; then
-		follows "$m: cuda follows cpu" "$T/$m-cpu.loss" \
-		    "$T/$m-gpu.loss" 1e-3
+		if [ "$p" = fp32 ]; then
+			follows "$m: cuda follows cpu" "$T/$m-cpu.loss" \
+			    "$T/$m-gpu.loss" 1e-3
+		fi
 	else
 		fail "$m: a run failed: $(cat "$T/$m-cpu.err" "$T/$m-gpu.err")"
+		unset -n args
 		continue
 	fi
 
@@ -127,12 +158,14 @@ for m in resnet vit; do
 		fail "$m: checkpoint or resume failed: $(cat "$T/$m-ck.err" "$T/$m-resumed.err" 2>/dev/null)"
 	fi
 
-	if run "$m-tf32" "${common[@]}" --backend cuda --precision tf32 \
-	    --losses "$T/$m-tf32.loss"; then
-		follows "$m: tf32 trains near fp32" "$T/$m-gpu.loss" \
-		    "$T/$m-tf32.loss" 5e-2
-	else
-		fail "$m: --precision tf32: $(cat "$T/$m-tf32.err")"
+	if [ "$p" = fp32 ]; then
+		if run "$m-tf32" "${common[@]}" --backend cuda --precision tf32 \
+		    --losses "$T/$m-tf32.loss"; then
+			follows "$m: tf32 trains near fp32" "$T/$m-gpu.loss" \
+			    "$T/$m-tf32.loss" 5e-2
+		else
+			fail "$m: --precision tf32: $(cat "$T/$m-tf32.err")"
+		fi
 	fi
 
 	r=
@@ -166,9 +199,9 @@ if "$tool" synth cifar10 "$T/src" --train 256 --test 10 --seed 3 \
     "$tool" pack cifar10 "$T/src" -o "$T/shards/c-%06d.tar" \
     --max-count 100 >"$T/pack.out" 2>&1; then
 	data=("${resnet[@]}" --data "$T/shards/c.json" --batch 32 --steps 6
-	    --workers 2 --seed 5)
+	    --workers 2 --seed 5 --precision fp32)
 	if run data-cpu "${data[@]}" --backend cpu --losses "$T/data-cpu.loss" &&
-	    run data-gpu "${data[@]}" --backend cuda \
+	    run data-gpu "${data[@]}" --backend cuda --deterministic \
 	    --losses "$T/data-gpu.loss"; then
 		if grep -q "device mode failed" "$T/data-gpu.err"; then
 			fail "the loader's device mode: $(cat "$T/data-gpu.err")"

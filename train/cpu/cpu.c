@@ -312,8 +312,16 @@ cpu_sync(void)
 {
 }
 
+static void
+cpu_input_from_f32(float *dst, const float *x, size_t n)
+{
+	cpu_copy(dst, x, n * sizeof(float));
+}
+
 static const struct backend cpu = {
 	.name = "cpu",
+	.act_elt = sizeof(float),
+	.input_from_f32 = cpu_input_from_f32,
 	.alloc = cpu_alloc,
 	.free = cpu_free,
 	.zero = cpu_zero,

@@ -51,6 +51,8 @@
 static struct {
 	int ready, device;
 	int tf32;			/* TF32 tensor-core math allowed */
+	int bf16;			/* activations in bf16 (AMP-O2) */
+	int det;			/* deterministic algorithms only */
 	cudaStream_t stream;		/* compute */
 	cudaStream_t release;		/* where freed blocks go back */
 	cudaStream_t comm;		/* NCCL's, or NULL */
@@ -63,6 +65,12 @@ static struct {
 	double *sumsq_ws;
 	char name[256];
 	size_t conv_ws;			/* the most conv2d_scratch said, bytes */
+	/* bf16: the weights (and bias) of the GEMM or convolution at hand,
+	 * cast from the fp32 masters; a convolution's bf16 weight gradient
+	 * before it joins the fp32 one. Grown as layers ask, never shrunk;
+	 * one stream orders every use. */
+	void *wbuf, *bbuf, *gbuf;
+	size_t wbuf_n, bbuf_n, gbuf_n;	/* bytes */
 } G;
 
 static void
@@ -174,6 +182,61 @@ cu_set_threads(int n)
 	(void)n;
 }
 
+static void
+cu_input_from_f32(float *dst, const float *x, size_t n)
+{
+	if (G.bf16 || dst != x)
+		cuk_input_from_f32(dst, x, n, G.stream);
+}
+
+/* *buf with room for bytes, grown on the stream (the old block goes back
+ * to the pool once the stream reaches the free: no wait). */
+static void *
+grown(void **buf, size_t *have, size_t bytes)
+{
+	if (bytes > *have) {
+		cu_free(*buf);
+		*buf = NULL;
+		*have = 0;
+		if (cudaMallocAsync(buf, bytes, G.stream) != cudaSuccess) {
+			(void)cudaGetLastError();
+			die("cudaMallocAsync", __FILE__, __LINE__, "out of GPU "
+			    "memory for a bf16 copy of the weights: try a "
+			    "smaller --batch or --checkpoint-activations");
+		}
+		*have = bytes;
+	}
+	return *buf;
+}
+
+/*
+ * An fp32 copy of bias (n) rounded to bf16, for the kernels that add a
+ * convolution's bias: they take fp32, and the bias must be rounded as
+ * every other weight a bf16 layer reads is.
+ */
+static const float *
+bf16_bias(const float *bias, size_t n)
+{
+	void *d = grown(&G.bbuf, &G.bbuf_n, n * sizeof(float));
+
+	cuk_round_bf16((float *)d, bias, n, G.stream);
+	return d;
+}
+
+/* The bf16 copy of n fp32 weights (or of a bias: which = 1) */
+static const void *
+to_bf16(const float *w, size_t n, int which)
+{
+	void *d;
+
+	if (w == NULL || n == 0)
+		return NULL;
+	d = which ? grown(&G.bbuf, &G.bbuf_n, n * 2) :
+	    grown(&G.wbuf, &G.wbuf_n, n * 2);
+	cuk_to_bf16(d, w, n, G.stream);
+	return d;
+}
+
 /* ------------------------------------------------------------------------ */
 /* GEMMs (cuBLASLt)                                                         */
 
@@ -186,6 +249,7 @@ cu_set_threads(int n)
  */
 struct gemm_key {
 	int ta, tb, M, N, K, lda, ldb, ldc, batch, bias;
+	int type_ab, type_c;		/* cudaDataType of A and B, of C */
 	/* the operands' alignment, bytes: an algorithm chosen for aligned
 	 * pointers may fault on others (attention's heads start at h*hd,
 	 * a bias at any parameter offset) */
@@ -229,12 +293,12 @@ align_of(const void *p)
 }
 
 static cublasLtMatrixLayout_t
-lt_layout(int rows, int cols, int ld, int batch, long long stride)
+lt_layout(int type, int rows, int cols, int ld, int batch, long long stride)
 {
 	cublasLtMatrixLayout_t l;
 
-	LT(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, (uint64_t)rows,
-	    (uint64_t)cols, ld));
+	LT(cublasLtMatrixLayoutCreate(&l, (cudaDataType_t)type,
+	    (uint64_t)rows, (uint64_t)cols, ld));
 	if (batch > 1) {
 		LT(cublasLtMatrixLayoutSetAttribute(l,
 		    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
@@ -246,7 +310,7 @@ lt_layout(int rows, int cols, int ld, int batch, long long stride)
 }
 
 static struct gemm_plan *
-gemm_plan(const struct gemm_key *k, const float *bias)
+gemm_plan(const struct gemm_key *k, const void *bias)
 {
 	cublasLtMatmulPreference_t pref;
 	cublasLtMatmulHeuristicResult_t res;
@@ -271,8 +335,10 @@ gemm_plan(const struct gemm_key *k, const float *bias)
 	/* column-major: A' = B (N x K after op), B' = A (K x M after op) */
 	opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	LT(cublasLtMatmulDescCreate(&p->op, G.tf32 ?
-	    CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	/* bf16 operands accumulate in fp32 (CUBLAS_COMPUTE_32F) */
+	LT(cublasLtMatmulDescCreate(&p->op, G.tf32 && k->type_ab ==
+	    CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+	    CUDA_R_32F));
 	LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA,
 	    &opa, sizeof(opa)));
 	LT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB,
@@ -284,11 +350,11 @@ gemm_plan(const struct gemm_key *k, const float *bias)
 	if (k->bias)
 		LT(cublasLtMatmulDescSetAttribute(p->op,
 		    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-	p->la = k->tb ? lt_layout(k->K, k->N, k->ldb, k->batch, k->sb) :
-	    lt_layout(k->N, k->K, k->ldb, k->batch, k->sb);
-	p->lb = k->ta ? lt_layout(k->M, k->K, k->lda, k->batch, k->sa) :
-	    lt_layout(k->K, k->M, k->lda, k->batch, k->sa);
-	p->lc = lt_layout(k->N, k->M, k->ldc, k->batch, k->sc);
+	p->la = k->tb ? lt_layout(k->type_ab, k->K, k->N, k->ldb, k->batch,
+	    k->sb) : lt_layout(k->type_ab, k->N, k->K, k->ldb, k->batch, k->sb);
+	p->lb = k->ta ? lt_layout(k->type_ab, k->M, k->K, k->lda, k->batch,
+	    k->sa) : lt_layout(k->type_ab, k->K, k->M, k->lda, k->batch, k->sa);
+	p->lc = lt_layout(k->type_c, k->N, k->M, k->ldc, k->batch, k->sc);
 
 	LT(cublasLtMatmulPreferenceCreate(&pref));
 	LT(cublasLtMatmulPreferenceSetAttribute(pref,
@@ -317,14 +383,20 @@ gemm_plan(const struct gemm_key *k, const float *bias)
 	return p;
 }
 
+/*
+ * The GEMM with its operands' types: A and B are tab (CUDA_R_32F or
+ * CUDA_R_16BF), C is tc; the bias, when there is one, is of C's type (the
+ * epilogue's rule). alpha and beta are floats: compute is fp32.
+ */
 static void
-gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-    int lda, long long sa, const float *B, int ldb, long long sb,
-    float beta, float *C, int ldc, long long sc, int batch,
-    const float *bias)
+gemm_t(int tab, int tc, int ta, int tb, int M, int N, int K, float alpha,
+    const void *A, int lda, long long sa, const void *B, int ldb,
+    long long sb, float beta, void *C, int ldc, long long sc, int batch,
+    const void *bias)
 {
 	struct gemm_key k;
 	struct gemm_plan *p;
+	size_t esz = tc == CUDA_R_32F ? sizeof(float) : 2;
 	int epilogue_bias;
 
 	if (M <= 0 || N <= 0 || batch <= 0)
@@ -332,12 +404,14 @@ gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 	if (K <= 0) {		/* an empty sum: C = beta C */
 		if (beta == 0.0f && ldc == N && (batch == 1 ||
 		    sc == (long long)M * N))
-			cu_zero(C, (size_t)batch * M * N * sizeof(float));
+			cu_zero(C, (size_t)batch * M * N * esz);
 		if (bias != NULL && batch == 1 && ldc == N)
-			cuk_bias_add(C, bias, M, N, G.stream);
+			die("gemm", __FILE__, __LINE__, "a bias on an empty "
+			    "product");
 		return;
 	}
 	memset(&k, 0, sizeof(k));	/* the key is hashed whole */
+	k.type_ab = tab; k.type_c = tc;
 	k.ta = ta; k.tb = tb; k.M = M; k.N = N; k.K = K;
 	k.lda = lda; k.ldb = ldb; k.ldc = ldc; k.batch = batch;
 	k.sa = sa; k.sb = sb; k.sc = sc;
@@ -355,7 +429,34 @@ gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 	LT(cublasLtMatmul(G.lt, p->op, &alpha, B, p->la, A, p->lb, &beta,
 	    C, p->lc, C, p->lc, &p->algo, G.lt_ws, LT_WORKSPACE, G.stream));
 	if (bias != NULL && !epilogue_bias)
+		die("gemm", __FILE__, __LINE__, "a bias the epilogue cannot "
+		    "take");
+}
+
+/* The fp32 GEMM; a bias the epilogue cannot take is added by a kernel. */
+static void
+gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+    int lda, long long sa, const float *B, int ldb, long long sb,
+    float beta, float *C, int ldc, long long sc, int batch,
+    const float *bias)
+{
+	int ep = bias != NULL && align_of(bias) >= 16 && batch == 1 && K > 0;
+
+	gemm_t(CUDA_R_32F, CUDA_R_32F, ta, tb, M, N, K, alpha, A, lda, sa, B,
+	    ldb, sb, beta, C, ldc, sc, batch, ep ? bias : NULL);
+	if (bias != NULL && !ep && M > 0 && N > 0 && batch == 1)
 		cuk_bias_add(C, bias, M, N, G.stream);
+}
+
+/* The bf16 GEMM: A, B bf16; C bf16 (bf16c) or fp32; bias bf16 */
+static void
+gemm16(int bf16c, int ta, int tb, int M, int N, int K, float alpha,
+    const void *A, int lda, long long sa, const void *B, int ldb,
+    long long sb, float beta, void *C, int ldc, long long sc, int batch,
+    const void *bias)
+{
+	gemm_t(CUDA_R_16BF, bf16c ? CUDA_R_16BF : CUDA_R_32F, ta, tb, M, N, K,
+	    alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, bias);
 }
 
 static void
@@ -363,6 +464,13 @@ cu_matmul_forward(float *out, const float *inp, const float *w,
     const float *bias, int M, int K, int N)
 {
 	/* out (M,N) = inp (M,K) . w (N,K)^T + bias */
+	if (G.bf16) {
+		const void *wb = to_bf16(w, (size_t)N * K, 0);
+
+		gemm16(1, 0, 1, M, N, K, 1.0f, inp, K, 0, wb, K, 0, 0.0f, out,
+		    N, 0, 1, to_bf16(bias, (size_t)N, 1));
+		return;
+	}
 	gemm(0, 1, M, N, K, 1.0f, inp, K, 0, w, K, 0, 0.0f, out, N, 0, 1,
 	    bias);
 }
@@ -371,6 +479,19 @@ static void
 cu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     const float *inp, const float *w, int M, int K, int N)
 {
+	if (G.bf16) {
+		/* dinp (M,K) += dout (M,N) . w (N,K), in bf16 */
+		if (dinp != NULL)
+			gemm16(1, 0, 0, M, K, N, 1.0f, dout, N, 0,
+			    to_bf16(w, (size_t)N * K, 0), K, 0, 1.0f, dinp, K,
+			    0, 1, NULL);
+		/* dw (N,K) += dout^T (N,M) . inp (M,K), into fp32 */
+		gemm16(0, 1, 0, N, K, M, 1.0f, dout, N, 0, inp, K, 0, 1.0f, dw,
+		    K, 0, 1, NULL);
+		if (dbias != NULL)
+			cuk_bias_grad(dbias, dout, M, N, G.stream);
+		return;
+	}
 	/* dinp (M,K) += dout (M,N) . w (N,K) */
 	if (dinp != NULL)
 		gemm(0, 0, M, K, N, 1.0f, dout, N, 0, w, K, 0, 1.0f, dinp, K,
@@ -391,6 +512,74 @@ cu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
  * train/cpu/attention.c. Backward needs d(att) for every pair at once:
  * B*NH*T*T floats of scratch.
  */
+/*
+ * The bf16 path: the scores go straight into att in bf16 and the softmax
+ * runs there in place (PyTorch's math attention in bf16); out = att v in
+ * bf16. Pointers step in 2-byte elements.
+ */
+static void
+attention_forward16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
+    int B, int T, int C, int NH)
+{
+	int hd = C / NH, C3 = 3 * C, h;
+	long long sq = (long long)T * C3, so = (long long)T * C;
+	long long sa = (long long)NH * T * T;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	for (h = 0; h < NH; h++) {
+		const uint16_t *q = qkv + (size_t)h * hd, *k = q + C;
+
+		gemm16(1, 0, 1, T, T, hd, scale, q, C3, sq, k, C3, sq, 0.0f,
+		    att + (size_t)h * T * T, T, sa, B, NULL);
+	}
+	cuk_softmax_rows_bf16(att, (long)B * NH * T, T, G.stream);
+	for (h = 0; h < NH; h++)
+		gemm16(1, 0, 0, T, hd, T, 1.0f, att + (size_t)h * T * T, T, sa,
+		    qkv + (size_t)h * hd + 2 * (size_t)C, C3, sq, 0.0f,
+		    out + (size_t)h * hd, C, so, B, NULL);
+}
+
+/*
+ * scratch: the fp32 gradient of the probabilities (B,NH,T,T), then the
+ * bf16 gradient of the scores after it (the next GEMMs' operand).
+ */
+static void
+attention_backward16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
+    const uint16_t *qkv, const uint16_t *att, int B, int T, int C, int NH)
+{
+	int hd = C / NH, C3 = 3 * C, h;
+	long long sq = (long long)T * C3, so = (long long)T * C;
+	long long sa = (long long)NH * T * T;
+	float scale = 1.0f / sqrtf((float)hd);
+	uint16_t *ds = (uint16_t *)(scratch + (size_t)B * NH * T * T);
+
+	for (h = 0; h < NH; h++) {
+		size_t qo = (size_t)h * hd;
+		const uint16_t *v = qkv + qo + 2 * (size_t)C, *dO = dout + qo;
+		const uint16_t *a = att + (size_t)h * T * T;
+
+		/* da (T,T) = dO (T,hd) . v^T, fp32 */
+		gemm16(0, 0, 1, T, T, hd, 1.0f, dO, C, so, v, C3, sq, 0.0f,
+		    scratch + (size_t)h * T * T, T, sa, B, NULL);
+		/* dv (T,hd) += a^T (T,T) . dO (T,hd) */
+		gemm16(1, 1, 0, T, hd, T, 1.0f, a, T, sa, dO, C, so, 1.0f,
+		    dqkv + qo + 2 * (size_t)C, C3, sq, B, NULL);
+	}
+	cuk_softmax_rows_backward_bf16(ds, scratch, att, (long)B * NH * T, T,
+	    G.stream);
+	for (h = 0; h < NH; h++) {
+		size_t qo = (size_t)h * hd;
+		const uint16_t *q = qkv + qo, *k = q + C;
+		const uint16_t *d = ds + (size_t)h * T * T;
+
+		/* dq (T,hd) += scale ds (T,T) . k; dk += scale ds^T . q */
+		gemm16(1, 0, 0, T, hd, T, scale, d, T, sa, k, C3, sq, 1.0f,
+		    dqkv + qo, C3, sq, B, NULL);
+		gemm16(1, 1, 0, T, hd, T, scale, d, T, sa, q, C3, sq, 1.0f,
+		    dqkv + qo + C, C3, sq, B, NULL);
+	}
+}
+
 static void
 cu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
     int C, int NH)
@@ -402,6 +591,11 @@ cu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || C / NH <= 0)
 		return;
+	if (G.bf16) {
+		attention_forward16((uint16_t *)out, (uint16_t *)att,
+		    (const uint16_t *)qkv, B, T, C, NH);
+		return;
+	}
 	hd = C / NH;
 	scale = 1.0f / sqrtf((float)hd);
 	for (h = 0; h < NH; h++) {
@@ -425,8 +619,11 @@ cu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 static size_t
 cu_attention_scratch(int B, int T, int C, int NH)
 {
+	size_t n = (size_t)B * NH * T * T;
+
 	(void)C;
-	return (size_t)B * NH * T * T;
+	/* bf16: n floats, then n bf16 (attention_backward16) */
+	return G.bf16 ? n + (n + 1) / 2 : n;
 }
 
 static void
@@ -440,6 +637,12 @@ cu_attention_backward(float *dqkv, float *scratch, const float *dout,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || C / NH <= 0)
 		return;
+	if (G.bf16) {
+		attention_backward16((uint16_t *)dqkv, scratch,
+		    (const uint16_t *)dout, (const uint16_t *)qkv,
+		    (const uint16_t *)att, B, T, C, NH);
+		return;
+	}
 	hd = C / NH;
 	scale = 1.0f / sqrtf((float)hd);
 	for (h = 0; h < NH; h++) {
@@ -499,29 +702,31 @@ struct conv_plan {
 
 static struct conv_plan conv_plans[CONV_SLOTS];
 
-/* fp32 takes FMA algorithms alone; tf32 any (TF32 is the tensor ops'
- * math for fp32 data) */
+/* fp32 takes FMA algorithms alone; tf32 and bf16 any (TF32 is the
+ * tensor ops' math for fp32 data, and bf16 runs on them) */
 static int
 math_ok(cudnnMathType_t m)
 {
-	return G.tf32 || m == CUDNN_FMA_MATH;
+	return G.tf32 || G.bf16 || m == CUDNN_FMA_MATH;
 }
 
 /*
- * j = the first of the n results cuDNN's heuristics ranked in perf that
- * runs, is deterministic, fits limit and uses an allowed math type. The
+ * j = the first of the n results, in cuDNN's order (the heuristics' rank,
+ * or the measured time of cudnnFind*), that runs, fits limit, uses an
+ * allowed math type and, with --deterministic, is deterministic. The
  * three directions' result types share these fields, hence a macro.
  */
 #define PICK(perf, n, limit, j, dir) do {				\
 	for ((j) = 0; (j) < (n); (j)++)					\
 		if ((perf)[j].status == CUDNN_STATUS_SUCCESS &&		\
-		    (perf)[j].determinism == CUDNN_DETERMINISTIC &&	\
+		    (!G.det ||						\
+		    (perf)[j].determinism == CUDNN_DETERMINISTIC) &&	\
 		    (perf)[j].memory <= (limit) &&			\
 		    math_ok((perf)[j].mathType))			\
 			break;						\
 	if ((j) == (n))							\
-		die("conv_plan", __FILE__, __LINE__, "no deterministic "	\
-		    dir " algorithm fits the workspace");		\
+		die("conv_plan", __FILE__, __LINE__, "no " dir		\
+		    " algorithm fits the workspace");			\
 } while (0)
 
 /*
@@ -535,6 +740,7 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	cudnnDataType_t dt = G.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 	struct conv_plan *p;
 	struct conv_shape key;
 	size_t i, h;
@@ -559,37 +765,59 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	DNN(cudnnCreateTensorDescriptor(&p->bias));
 	DNN(cudnnCreateFilterDescriptor(&p->w));
 	DNN(cudnnCreateConvolutionDescriptor(&p->conv));
-	DNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW,
-	    CUDNN_DATA_FLOAT, s->B, s->C, s->H, s->W));
-	DNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW,
-	    CUDNN_DATA_FLOAT, s->B, s->K, s->P, s->Q));
+	/* bf16 data (and weights, cast per call) with fp32 accumulation */
+	DNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, s->B, s->C,
+	    s->H, s->W));
+	DNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, s->B, s->K,
+	    s->P, s->Q));
 	DNN(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
 	    CUDNN_DATA_FLOAT, 1, s->K, 1, 1));
-	DNN(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT,
-	    CUDNN_TENSOR_NCHW, s->K, s->C, s->R, s->S));
+	DNN(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, s->K, s->C,
+	    s->R, s->S));
 	DNN(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad,
 	    s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
 	    CUDNN_DATA_FLOAT));
 	/* fp32 means fp32: no TF32 tensor-core math unless asked (cuDNN's
-	 * default math allows TF32 from the A100 on) */
-	DNN(cudnnSetConvolutionMathType(p->conv, G.tf32 ? CUDNN_DEFAULT_MATH :
-	    CUDNN_FMA_MATH));
+	 * default math allows TF32 from the A100 on); bf16 is tensor ops' */
+	DNN(cudnnSetConvolutionMathType(p->conv, G.bf16 ? CUDNN_TENSOR_OP_MATH :
+	    G.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 
-	DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w, p->conv,
-	    p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+	/*
+	 * --deterministic: the heuristics' ranking, the same every run.
+	 * Else cudnnFind* times every algorithm on this shape once (its own
+	 * buffers, synchronously), as cudnn.benchmark does, fastest first.
+	 */
+	if (G.det)
+		DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w,
+		    p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+	else
+		DNN(cudnnFindConvolutionForwardAlgorithm(G.dnn, p->x, p->w,
+		    p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
 	PICK(fp, n, limit, j, "forward");
 	p->fwd = fp[j].algo;
 	p->fwd_math = fp[j].mathType;
 	p->ws = fp[j].memory;
-	DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G.dnn, p->w, p->y,
-	    p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
+	if (G.det)
+		DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G.dnn, p->w,
+		    p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+		    &n, dp));
+	else
+		DNN(cudnnFindConvolutionBackwardDataAlgorithm(G.dnn, p->w,
+		    p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+		    &n, dp));
 	PICK(dp, n, limit, j, "backward-data");
 	p->bwd_data = dp[j].algo;
 	p->bwd_data_math = dp[j].mathType;
 	if (dp[j].memory > p->ws)
 		p->ws = dp[j].memory;
-	DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G.dnn, p->x, p->y,
-	    p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+	if (G.det)
+		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G.dnn, p->x,
+		    p->y, p->conv, p->w,
+		    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+	else
+		DNN(cudnnFindConvolutionBackwardFilterAlgorithm(G.dnn, p->x,
+		    p->y, p->conv, p->w,
+		    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
 	PICK(wp, n, limit, j, "backward-filter");
 	p->bwd_filter = wp[j].algo;
 	p->bwd_filter_math = wp[j].mathType;
@@ -597,6 +825,37 @@ conv_plan(const struct conv_shape *s, size_t limit)
 		p->ws = wp[j].memory;
 	p->used = 1;
 	return p;
+}
+
+/*
+ * The bf16 backward: data gradient accumulated in bf16 (beta 1) with the
+ * bf16 weights; the weight gradient comes out in bf16 (cuDNN's filter
+ * type is the data's) and is added into the fp32 one; the bias gradient
+ * is summed from the bf16 dout in double.
+ */
+static void
+conv_backward16(struct conv_plan *p, float *dinp, float *dw, float *dbias,
+    const float *dout, const float *inp, const float *w, float *scratch)
+{
+	const struct conv_shape *s = &p->s;
+	size_t nw = (size_t)s->K * s->C * s->R * s->S;
+	const float one = 1.0f, zero = 0.0f;
+	void *g;
+
+	if (dinp != NULL) {
+		DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_data_math));
+		DNN(cudnnConvolutionBackwardData(G.dnn, &one, p->w,
+		    to_bf16(w, nw, 0), p->y, dout, p->conv, p->bwd_data,
+		    scratch, p->ws, &one, p->x, dinp));
+	}
+	g = grown(&G.gbuf, &G.gbuf_n, nw * 2);
+	DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_filter_math));
+	DNN(cudnnConvolutionBackwardFilter(G.dnn, &one, p->x, inp, p->y, dout,
+	    p->conv, p->bwd_filter, scratch, p->ws, &zero, p->w, g));
+	cuk_acc_bf16(dw, g, nw, G.stream);
+	if (dbias != NULL)
+		cuk_bias_grad_nchw(dbias, dout, s->B, s->K, s->P * s->Q,
+		    G.stream);
 }
 
 /* The model allocates the largest scratch any layer asks for, once. */
@@ -621,9 +880,13 @@ cu_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
 		return;
 	p = conv_plan(s, G.conv_ws);
 	DNN(cudnnSetConvolutionMathType(p->conv, p->fwd_math));
-	DNN(cudnnConvolutionForward(G.dnn, &one, p->x, inp, p->w, w, p->conv,
+	DNN(cudnnConvolutionForward(G.dnn, &one, p->x, inp, p->w, G.bf16 ?
+	    to_bf16(w, (size_t)s->K * s->C * s->R * s->S, 0) : w, p->conv,
 	    p->fwd, scratch, p->ws, &zero, p->y, out));
-	if (bias != NULL)
+	if (bias != NULL && G.bf16)	/* rounded as a bf16 weight is */
+		cuk_bias_add_nchw(out, bf16_bias(bias, s->K), s->B, s->K,
+		    s->P * s->Q, G.stream);
+	else if (bias != NULL)
 		DNN(cudnnAddTensor(G.dnn, &one, p->bias, bias, &one, p->y, out));
 }
 
@@ -638,6 +901,10 @@ cu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
 	if (s->B <= 0)
 		return;
 	p = conv_plan(s, G.conv_ws);
+	if (G.bf16) {
+		conv_backward16(p, dinp, dw, dbias, dout, inp, w, scratch);
+		return;
+	}
 	/* beta = 1: backward passes accumulate */
 	if (dinp != NULL) {
 		DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_data_math));
@@ -842,8 +1109,10 @@ cu_scale(float *x, size_t n, float s)
 	cuk_scale(x, n, s, G.stream);
 }
 
-static const struct backend cuda_backend = {
+static struct backend cuda_backend = {
 	.name = "cuda",
+	.act_elt = sizeof(float),	/* 2 with bf16: backend_cuda() */
+	.input_from_f32 = cu_input_from_f32,
 	.alloc = cu_alloc,
 	.free = cu_free,
 	.zero = cu_zero,
@@ -901,7 +1170,8 @@ cuda_device_count(void)
 }
 
 const struct backend *
-backend_cuda(int device, int tf32, char *err, size_t errlen)
+backend_cuda(int device, enum cuda_precision prec, int deterministic,
+    char *err, size_t errlen)
 {
 	struct cudaDeviceProp prop;
 	cudaError_t ce;
@@ -909,7 +1179,11 @@ backend_cuda(int device, int tf32, char *err, size_t errlen)
 
 	if (G.ready)
 		return &cuda_backend;
-	G.tf32 = tf32 != 0;
+	G.tf32 = prec == CUDA_TF32;
+	G.bf16 = prec == CUDA_BF16;
+	G.det = deterministic != 0;
+	cuda_backend.act_elt = G.bf16 ? 2 : sizeof(float);
+	cuk_set_bf16(G.bf16);
 	if ((ce = cudaGetDeviceCount(&n)) != cudaSuccess || n <= 0) {
 		snprintf(err, errlen, "--backend cuda: no CUDA device (%s)",
 		    ce != cudaSuccess ? cudaGetErrorString(ce) :
@@ -1025,10 +1299,12 @@ cuda_host_free(void *p)
 #else /* no CUDA, cuDNN or cuBLASLt in this build */
 
 const struct backend *
-backend_cuda(int device, int tf32, char *err, size_t errlen)
+backend_cuda(int device, enum cuda_precision prec, int deterministic,
+    char *err, size_t errlen)
 {
 	(void)device;
-	(void)tf32;
+	(void)prec;
+	(void)deterministic;
 	snprintf(err, errlen, "--backend cuda: this shardtrain was built "
 	    "without CUDA, cuDNN and cuBLASLt (see ./configure's summary); "
 	    "use --backend cpu");

@@ -20,14 +20,24 @@
 
 /*
  * Open the CUDA backend on GPU device (the rank's node-local rank, modulo
- * the count). With tf32 set, the GEMMs and convolutions may round their
- * fp32 inputs to TF32 on the tensor cores (PyTorch's allow_tf32); the
- * data stay fp32. Returns the table, or NULL with a message in err when
+ * the count). CUDA_TF32 lets the GEMMs and convolutions round their fp32
+ * inputs to TF32 on the tensor cores (PyTorch's allow_tf32); the data
+ * stay fp32. CUDA_BF16 stores activations in bf16 and runs the GEMMs and
+ * convolutions on bf16 tensor cores with fp32 accumulation. With
+ * deterministic set, only algorithms cuDNN marks deterministic are used
+ * and each is the first of cuDNN's heuristics (the same bits run to run);
+ * else each convolution's algorithm is the fastest of cuDNN's timed
+ * trials for its shape. Returns the table, or NULL with a message in err when
  * the build has no CUDA, no GPU is visible, or a library fails to start.
  * Calling it again returns the same table.
  */
-const struct backend *backend_cuda(int device, int tf32, char *err,
-    size_t errlen);
+enum cuda_precision {
+	CUDA_FP32,		/* fp32, TF32 off */
+	CUDA_TF32,		/* fp32 data, TF32 tensor-core math */
+	CUDA_BF16		/* bf16 AMP-O2 (backend.h, act_elt 2) */
+};
+const struct backend *backend_cuda(int device, enum cuda_precision prec,
+    int deterministic, char *err, size_t errlen);
 
 /* Nonzero when a CUDA device is usable (for the tests' exit 77). */
 int cuda_device_count(void);

@@ -21,9 +21,62 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels.h"
+
+/*
+ * Activations (and their gradients) are float or __nv_bfloat16, by the
+ * backend's precision (cuk_set_bf16): the kernels that read or write them
+ * are templates over that storage type A, and do their arithmetic in
+ * float (or double) whatever A is. Loads go through ld(), stores through
+ * st(), which rounds to nearest even.
+ */
+typedef __nv_bfloat16 bf16;
+
+static int act_bf16;		/* set once, before any launch */
+
+extern "C" void
+cuk_set_bf16(int on)
+{
+	act_bf16 = on != 0;
+}
+
+static __device__ __forceinline__ float
+ld(float v)
+{
+	return v;
+}
+
+static __device__ __forceinline__ float
+ld(bf16 v)
+{
+	return __bfloat162float(v);
+}
+
+static __device__ __forceinline__ void
+st(float *p, float v)
+{
+	*p = v;
+}
+
+static __device__ __forceinline__ void
+st(bf16 *p, float v)
+{
+	*p = __float2bfloat16_rn(v);
+}
+
+/* Run the statement with A the activations' storage type. */
+#define DISPATCH(...) do {						\
+	if (act_bf16) {							\
+		typedef bf16 A;						\
+		__VA_ARGS__;						\
+	} else {							\
+		typedef float A;					\
+		__VA_ARGS__;						\
+	}								\
+} while (0)
 
 /* Threads of an elementwise block; at most MAX_BLOCKS blocks, each thread
  * looping over the rest (a grid-stride loop). */
@@ -160,20 +213,21 @@ rows_sum(double (*sh)[COLS], int tx, int ty)
  * mean and rstd and, with update, moves the running statistics toward the
  * mean and the unbiased variance.
  */
+template <typename A>
 static __global__ void __launch_bounds__(BN_NT)
-bn_stats_kernel(int B, int C, int HW, const float *inp, float *mean,
+bn_stats_kernel(int B, int C, int HW, const A *inp, float *mean,
     float *rstd, float *run_mean, float *run_var, float momentum, float eps,
     int update)
 {
 	__shared__ double sh[32];
 	int c = blockIdx.x;
 	size_t n = (size_t)B * HW, chw = (size_t)C * HW;
-	const float *x = inp + (size_t)c * HW;
-	double dn = (double)B * HW, shift = x[0], s1 = 0.0, s2 = 0.0;
+	const A *x = inp + (size_t)c * HW;
+	double dn = (double)B * HW, shift = ld(x[0]), s1 = 0.0, s2 = 0.0;
 
 	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
 		size_t i, b = divmod(j, (size_t)HW, &i);
-		double v = (double)x[b * chw + i] - shift;
+		double v = (double)ld(x[b * chw + i]) - shift;
 
 		s1 += v;
 		s2 += v * v;
@@ -206,11 +260,12 @@ bn_stats_kernel(int B, int C, int HW, const float *inp, float *mean,
  * is (elements of a channel, channels): a block works out its channel's
  * constants once.
  */
+template <typename A>
 static __global__ void
-bn_apply_kernel(int B, int C, int HW, float *out, const float *inp,
+bn_apply_kernel(int B, int C, int HW, A *out, const A *inp,
     const float *gamma, const float *beta, const float *mean,
     const float *rstd, const float *run_mean, const float *run_var,
-    float eps, int training, const float *res, int relu)
+    float eps, int training, const A *res, int relu)
 {
 	size_t n = (size_t)B * HW;
 
@@ -229,14 +284,14 @@ bn_apply_kernel(int B, int C, int HW, float *out, const float *inp,
 		GRID_LOOP(j, n) {
 			size_t i, b = divmod(j, (size_t)HW, &i);
 			size_t at = (b * C + c) * HW + i;
-			float v = __fadd_rn(__fmul_rn(__fsub_rn(inp[at], m), a),
-			    bt);
+			float v = __fadd_rn(__fmul_rn(__fsub_rn(ld(inp[at]), m),
+			    a), bt);
 
 			if (res != NULL)
-				v = __fadd_rn(v, res[at]);
+				v = __fadd_rn(v, ld(res[at]));
 			if (relu)
 				v = v < 0.0f ? 0.0f : v;	/* NaN passes */
-			out[at] = v;
+			st(&out[at], v);
 		}
 	}
 }
@@ -249,10 +304,11 @@ bn_apply_kernel(int B, int C, int HW, float *out, const float *inp,
  * dbeta += sum dv, dgamma += sum dv xhat, dres += dv, dinp += gamma rstd
  * (dv - mean(dv) - xhat mean(dv xhat)).
  */
+template <typename A>
 static __global__ void __launch_bounds__(BN_NT)
-bn_backward_kernel(int B, int C, int HW, float *dinp, float *dgamma,
-    float *dbeta, const float *dout, const float *inp, const float *gamma,
-    const float *mean, const float *rstd, float *dres, const float *out,
+bn_backward_kernel(int B, int C, int HW, A *dinp, float *dgamma,
+    float *dbeta, const A *dout, const A *inp, const float *gamma,
+    const float *mean, const float *rstd, A *dres, const A *out,
     int relu)
 {
 	__shared__ double sh[32];
@@ -266,12 +322,12 @@ bn_backward_kernel(int B, int C, int HW, float *dinp, float *dgamma,
 	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
 		size_t i, b = divmod(j, (size_t)HW, &i);
 		size_t at = c0 + b * chw + i;
-		float d = dout[at];
+		float d = ld(dout[at]);
 
-		if (relu && !(out[at] > 0.0f))
+		if (relu && !(ld(out[at]) > 0.0f))
 			d = 0.0f;
 		sd += d;
-		sdx += (double)d * ((double)inp[at] - m);
+		sdx += (double)d * ((double)ld(inp[at]) - m);
 	}
 	sd = block_sum(sd, sh);
 	sdx = block_sum(sdx, sh) * r;
@@ -289,85 +345,92 @@ bn_backward_kernel(int B, int C, int HW, float *dinp, float *dgamma,
 	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
 		size_t i, b = divmod(j, (size_t)HW, &i);
 		size_t at = c0 + b * chw + i;
-		float d = dout[at];
+		float d = ld(dout[at]);
 
-		if (relu && !(out[at] > 0.0f))
+		if (relu && !(ld(out[at]) > 0.0f))
 			d = 0.0f;
 		if (dres != NULL)
-			dres[at] = __fadd_rn(dres[at], d);
+			st(&dres[at], __fadd_rn(ld(dres[at]), d));
 		if (dinp != NULL)
-			dinp[at] = __fadd_rn(dinp[at], __fmul_rn(k,
+			st(&dinp[at], __fadd_rn(ld(dinp[at]), __fmul_rn(k,
 			    __fsub_rn(__fsub_rn(d, md), __fmul_rn(__fmul_rn(
-			    __fsub_rn(inp[at], m), r), mdx))));
+			    __fsub_rn(ld(inp[at]), m), r), mdx)))));
 	}
 }
 
 /* ------------------------------------------------------------------------ */
 /* elementwise                                                              */
 
+template <typename A>
 static __global__ void
-relu_fwd_kernel(float *out, const float *inp, size_t n)
+relu_fwd_kernel(A *out, const A *inp, size_t n)
 {
 	GRID_LOOP(i, n) {
-		float v = inp[i];
+		float v = ld(inp[i]);
 
-		out[i] = v < 0.0f ? 0.0f : v;	/* NaN passes */
+		st(&out[i], v < 0.0f ? 0.0f : v);	/* NaN passes */
 	}
 }
 
 /* dinp += out > 0 ? dout : +0; the +0 is added, as the CPU adds it */
+template <typename A>
 static __global__ void
-relu_bwd_kernel(float *dinp, const float *dout, const float *out, size_t n)
+relu_bwd_kernel(A *dinp, const A *dout, const A *out, size_t n)
 {
 	GRID_LOOP(i, n)
-		dinp[i] = __fadd_rn(dinp[i], out[i] > 0.0f ? dout[i] : 0.0f);
+		st(&dinp[i], __fadd_rn(ld(dinp[i]), ld(out[i]) > 0.0f ?
+		    ld(dout[i]) : 0.0f));
 }
 
+template <typename A>
 static __global__ void
-add_fwd_kernel(float *out, const float *a, const float *b, size_t n)
+add_fwd_kernel(A *out, const A *a, const A *b, size_t n)
 {
 	GRID_LOOP(i, n)
-		out[i] = __fadd_rn(a[i], b[i]);
+		st(&out[i], __fadd_rn(ld(a[i]), ld(b[i])));
 }
 
+template <typename A>
 static __global__ void
-add_bwd_kernel(float *da, float *db, const float *dout, size_t n)
+add_bwd_kernel(A *da, A *db, const A *dout, size_t n)
 {
 	GRID_LOOP(i, n) {
-		float d = dout[i];
+		float d = ld(dout[i]);
 
 		if (da != NULL)
-			da[i] = __fadd_rn(da[i], d);
+			st(&da[i], __fadd_rn(ld(da[i]), d));
 		if (db != NULL)
-			db[i] = __fadd_rn(db[i], d);
+			st(&db[i], __fadd_rn(ld(db[i]), d));
 	}
 }
 
 /* x/2 (1 + erf(x/sqrt 2)) in eltwise.c's order, with CUDA's erff */
+template <typename A>
 static __global__ void
-gelu_fwd_kernel(float *out, const float *inp, size_t n)
+gelu_fwd_kernel(A *out, const A *inp, size_t n)
 {
 	GRID_LOOP(i, n) {
-		float x = inp[i];
+		float x = ld(inp[i]);
 
-		out[i] = __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f,
-		    erff(__fmul_rn(x, GELU_S))));
+		st(&out[i], __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f,
+		    erff(__fmul_rn(x, GELU_S)))));
 	}
 }
 
 /* dinp += dout (Phi(x) + x phi(x)) */
+template <typename A>
 static __global__ void
-gelu_bwd_kernel(float *dinp, const float *dout, const float *inp, size_t n)
+gelu_bwd_kernel(A *dinp, const A *dout, const A *inp, size_t n)
 {
 	GRID_LOOP(i, n) {
-		float x = inp[i], cdf, pdf;
+		float x = ld(inp[i]), cdf, pdf;
 
 		cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(x,
 		    GELU_S))));
 		pdf = __fmul_rn(__fmul_rn(x, expf(__fmul_rn(__fmul_rn(-0.5f,
 		    x), x))), GELU_K);
-		dinp[i] = __fadd_rn(dinp[i], __fmul_rn(dout[i],
-		    __fadd_rn(cdf, pdf)));
+		st(&dinp[i], __fadd_rn(ld(dinp[i]), __fmul_rn(ld(dout[i]),
+		    __fadd_rn(cdf, pdf))));
 	}
 }
 
@@ -378,11 +441,71 @@ scale_kernel(float *x, size_t n, float s)
 		x[i] = __fmul_rn(x[i], s);
 }
 
+template <typename A>
 static __global__ void
-bias_add_kernel(float *out, const float *bias, size_t n, int N)
+bias_add_kernel(A *out, const float *bias, size_t n, int N)
 {
 	GRID_LOOP(i, n)
-		out[i] = __fadd_rn(out[i], bias[i % (size_t)N]);
+		st(&out[i], __fadd_rn(ld(out[i]), bias[i % (size_t)N]));
+}
+
+/* out (B,K,PQ) += bias (K): a convolution's bias */
+template <typename A>
+static __global__ void
+bias_add_nchw_kernel(A *out, const float *bias, size_t n, int K, size_t PQ)
+{
+	GRID_LOOP(i, n) {
+		size_t r, k;
+
+		divmod(divmod(i, PQ, &r), (size_t)K, &k);
+		st(&out[i], __fadd_rn(ld(out[i]), bias[k]));
+	}
+}
+
+/* dbias (K) += sums of dout (B,K,PQ) over B and PQ, channel blockIdx.x
+ * in one block, in double */
+template <typename A>
+static __global__ void __launch_bounds__(NT)
+bias_grad_nchw_kernel(float *dbias, const A *dout, int B, int K, size_t PQ)
+{
+	__shared__ double sh[32];
+	size_t n = (size_t)B * PQ;
+	int k = blockIdx.x;
+	double s = 0.0;
+
+	for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
+		size_t r, b = divmod(j, PQ, &r);
+
+		s += ld(dout[(b * K + k) * PQ + r]);
+	}
+	s = block_sum(s, sh);
+	if (threadIdx.x == 0)
+		dbias[k] = __fadd_rn(dbias[k], (float)s);
+}
+
+/* dst (n) = src (n), rounded to the storage type A */
+template <typename A, typename S>
+static __global__ void
+convert_kernel(A *dst, const S *src, size_t n)
+{
+	GRID_LOOP(i, n)
+		st(&dst[i], ld(src[i]));
+}
+
+/* dst (n) = src (n) rounded to bf16, kept in fp32 */
+static __global__ void
+round_bf16_kernel(float *dst, const float *src, size_t n)
+{
+	GRID_LOOP(i, n)
+		dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+}
+
+/* dst (n) += src (n) bf16: a bf16 weight gradient into the fp32 one */
+static __global__ void
+acc_bf16_kernel(float *dst, const bf16 *src, size_t n)
+{
+	GRID_LOOP(i, n)
+		dst[i] = __fadd_rn(dst[i], __bfloat162float(src[i]));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -394,9 +517,10 @@ bias_add_kernel(float *out, const float *bias, size_t n, int N)
  * the first maximum wins and the last NaN; idx starts at the first
  * in-bounds offset in case nothing beats -inf.
  */
+template <typename A>
 static __global__ void
-maxpool_fwd_kernel(struct pool_shape s, float *out, int32_t *idx,
-    const float *inp)
+maxpool_fwd_kernel(struct pool_shape s, A *out, int32_t *idx,
+    const A *inp)
 {
 	size_t PQ = (size_t)s.P * s.Q, HW = (size_t)s.H * s.W;
 	size_t n = (size_t)s.B * s.C * PQ;
@@ -404,7 +528,7 @@ maxpool_fwd_kernel(struct pool_shape s, float *out, int32_t *idx,
 	GRID_LOOP(o, n) {
 		size_t pq, bc = divmod(o, PQ, &pq), qq;
 		int p = (int)divmod(pq, (size_t)s.Q, &qq), q = (int)qq;
-		const float *x = inp + bc * HW;
+		const A *x = inp + bc * HW;
 		int h0 = p * s.stride - s.pad, h1 = h0 + s.k;
 		int w0 = q * s.stride - s.pad, w1 = w0 + s.k;
 		float m = -INFINITY;
@@ -421,14 +545,14 @@ maxpool_fwd_kernel(struct pool_shape s, float *out, int32_t *idx,
 		at = h0 * s.W + w0;
 		for (int h = h0; h < h1; h++)
 			for (int w = w0; w < w1; w++) {
-				float v = x[h * s.W + w];
+				float v = ld(x[h * s.W + w]);
 
 				if (v > m || isnan(v)) {
 					m = v;
 					at = h * s.W + w;
 				}
 			}
-		out[o] = m;
+		st(&out[o], m);
 		idx[o] = at;
 	}
 }
@@ -440,8 +564,9 @@ maxpool_fwd_kernel(struct pool_shape s, float *out, int32_t *idx,
  * over the outputs), adding each into the running value as the CPU's
  * dx[idx] += d does. A pixel no output chose is left alone.
  */
+template <typename A>
 static __global__ void
-maxpool_bwd_kernel(struct pool_shape s, float *dinp, const float *dout,
+maxpool_bwd_kernel(struct pool_shape s, A *dinp, const A *dout,
     const int32_t *idx)
 {
 	size_t PQ = (size_t)s.P * s.Q, HW = (size_t)s.H * s.W;
@@ -450,7 +575,7 @@ maxpool_bwd_kernel(struct pool_shape s, float *dinp, const float *dout,
 	GRID_LOOP(e, n) {
 		size_t off, bc = divmod(e, HW, &off), ww;
 		int h = (int)divmod(off, (size_t)s.W, &ww), w = (int)ww;
-		const float *d = dout + bc * PQ;
+		const A *d = dout + bc * PQ;
 		const int32_t *ix = idx + bc * PQ;
 		/* outputs p with p stride - pad <= h < p stride - pad + k */
 		int ph = h + s.pad - s.k + 1, qh = w + s.pad - s.k + 1;
@@ -471,41 +596,44 @@ maxpool_bwd_kernel(struct pool_shape s, float *dinp, const float *dout,
 				if (ix[o] != (int32_t)off)
 					continue;
 				if (!hit)
-					g = dinp[e];
+					g = ld(dinp[e]);
 				hit = 1;
-				g = __fadd_rn(g, d[o]);
+				g = __fadd_rn(g, ld(d[o]));
 			}
 		if (hit)
-			dinp[e] = g;
+			st(&dinp[e], g);
 	}
 }
 
 /* One warp per (b,c) plane: out = sum / HW, the sum in double. */
+template <typename A>
 static __global__ void
-avgpool_fwd_kernel(size_t planes, int HW, float *out, const float *inp)
+avgpool_fwd_kernel(size_t planes, int HW, A *out, const A *inp)
 {
 	int lane = threadIdx.x & 31;
 
 	for (size_t w = WARP_ID(); w < planes; w += WARP_COUNT()) {
-		const float *x = inp + w * HW;
+		const A *x = inp + w * HW;
 		double s = 0.0;
 
 		for (int i = lane; i < HW; i += 32)
-			s += x[i];
+			s += ld(x[i]);
 		s = warp_sum(s);
 		if (lane == 0)
-			out[w] = (float)(s / HW);
+			st(&out[w], (float)(s / HW));
 	}
 }
 
 /* dinp (B,C,HW) += dout (B,C) / HW */
+template <typename A>
 static __global__ void
-avgpool_bwd_kernel(size_t n, int HW, float *dinp, const float *dout)
+avgpool_bwd_kernel(size_t n, int HW, A *dinp, const A *dout)
 {
 	GRID_LOOP(i, n) {
 		size_t r, bc = divmod(i, (size_t)HW, &r);
 
-		dinp[i] = __fadd_rn(dinp[i], __fdiv_rn(dout[bc], (float)HW));
+		st(&dinp[i], __fadd_rn(ld(dinp[i]), __fdiv_rn(ld(dout[bc]),
+		    (float)HW)));
 	}
 }
 
@@ -517,23 +645,24 @@ avgpool_bwd_kernel(size_t n, int HW, float *dinp, const float *dout)
  * of the centred values in double (two passes, so a large mean costs no
  * digits), then n = (x - m) rstd and out = n gamma + beta in float.
  */
+template <typename A>
 static __global__ void
-ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
+ln_fwd_kernel(A *out, float *mean, float *rstd, const A *inp,
     const float *gamma, const float *beta, int M, int C, float eps)
 {
 	int lane = threadIdx.x & 31;
 
 	for (size_t row = WARP_ID(); row < (size_t)M; row += WARP_COUNT()) {
-		const float *x = inp + row * C;
-		float *y = out + row * C;
+		const A *x = inp + row * C;
+		A *y = out + row * C;
 		double s = 0.0, v = 0.0;
 		float m, r;
 
 		for (int j = lane; j < C; j += 32)
-			s += x[j];
+			s += ld(x[j]);
 		s = warp_sum(s) / C;
 		for (int j = lane; j < C; j += 32) {
-			double d = x[j] - s;
+			double d = ld(x[j]) - s;
 
 			v += d * d;
 		}
@@ -541,10 +670,10 @@ ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
 		m = (float)s;
 		r = (float)(1.0 / sqrt(v + eps));
 		for (int j = lane; j < C; j += 32) {
-			float nv = __fmul_rn(__fsub_rn(x[j], m), r);
+			float nv = __fmul_rn(__fsub_rn(ld(x[j]), m), r);
 
-			y[j] = __fadd_rn(__fmul_rn(nv, gamma != NULL ?
-			    gamma[j] : 1.0f), beta != NULL ? beta[j] : 0.0f);
+			st(&y[j], __fadd_rn(__fmul_rn(nv, gamma != NULL ?
+			    gamma[j] : 1.0f), beta != NULL ? beta[j] : 0.0f));
 		}
 		if (lane == 0) {
 			mean[row] = m;
@@ -555,22 +684,23 @@ ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
 
 /* One warp per row: dinp += rstd (dn - mean(dn) - n mean(dn n)), with
  * dn = dout gamma and the two means in double. */
+template <typename A>
 static __global__ void
-ln_bwd_kernel(float *dinp, const float *dout, const float *inp,
+ln_bwd_kernel(A *dinp, const A *dout, const A *inp,
     const float *gamma, const float *mean, const float *rstd, int M, int C)
 {
 	int lane = threadIdx.x & 31;
 
 	for (size_t row = WARP_ID(); row < (size_t)M; row += WARP_COUNT()) {
-		const float *x = inp + row * C, *dy = dout + row * C;
-		float *dx = dinp + row * C;
+		const A *x = inp + row * C, *dy = dout + row * C;
+		A *dx = dinp + row * C;
 		float m = mean[row], r = rstd[row], a, b;
 		double sdn = 0.0, sdnn = 0.0;
 
 		for (int j = lane; j < C; j += 32) {
-			float nv = __fmul_rn(__fsub_rn(x[j], m), r);
-			float dn = __fmul_rn(dy[j], gamma != NULL ? gamma[j] :
-			    1.0f);
+			float nv = __fmul_rn(__fsub_rn(ld(x[j]), m), r);
+			float dn = __fmul_rn(ld(dy[j]), gamma != NULL ?
+			    gamma[j] : 1.0f);
 
 			sdn += dn;
 			sdnn += (double)dn * nv;
@@ -578,12 +708,12 @@ ln_bwd_kernel(float *dinp, const float *dout, const float *inp,
 		a = (float)(warp_sum(sdn) / C);
 		b = (float)(warp_sum(sdnn) / C);
 		for (int j = lane; j < C; j += 32) {
-			float nv = __fmul_rn(__fsub_rn(x[j], m), r);
-			float dn = __fmul_rn(dy[j], gamma != NULL ? gamma[j] :
-			    1.0f);
+			float nv = __fmul_rn(__fsub_rn(ld(x[j]), m), r);
+			float dn = __fmul_rn(ld(dy[j]), gamma != NULL ?
+			    gamma[j] : 1.0f);
 
-			dx[j] = __fadd_rn(dx[j], __fmul_rn(__fsub_rn(__fsub_rn(
-			    dn, a), __fmul_rn(nv, b)), r));
+			st(&dx[j], __fadd_rn(ld(dx[j]), __fmul_rn(__fsub_rn(
+			    __fsub_rn(dn, a), __fmul_rn(nv, b)), r)));
 		}
 	}
 }
@@ -593,10 +723,10 @@ ln_bwd_kernel(float *dinp, const float *dout, const float *inp,
  * block owns COLS columns; its RY row groups each take every RY-th row,
  * then the groups' sums meet in a fixed tree.
  */
-template <int RY>
+template <int RY, typename A>
 static __global__ void __launch_bounds__(COLS * RY)
-ln_dparams_kernel(float *dgamma, float *dbeta, const float *dout,
-    const float *inp, const float *mean, const float *rstd, int M, int C)
+ln_dparams_kernel(float *dgamma, float *dbeta, const A *dout,
+    const A *inp, const float *mean, const float *rstd, int M, int C)
 {
 	__shared__ double sg[RY][COLS], sb[RY][COLS];
 	int tx = threadIdx.x % COLS, ty = threadIdx.x / COLS;
@@ -609,10 +739,10 @@ ln_dparams_kernel(float *dgamma, float *dbeta, const float *dout,
 		if (j < C)
 			for (int i = ty; i < M; i += RY) {
 				size_t at = (size_t)i * C + j;
-				float dy = dout[at];
+				float dy = ld(dout[at]);
 
-				ag += __fmul_rn(dy, __fmul_rn(__fsub_rn(inp[at],
-				    mean[i]), rstd[i]));
+				ag += __fmul_rn(dy, __fmul_rn(__fsub_rn(
+				    ld(inp[at]), mean[i]), rstd[i]));
 				ab += dy;
 			}
 		sg[ty][tx] = ag;
@@ -641,10 +771,10 @@ ln_dparams_kernel(float *dgamma, float *dbeta, const float *dout,
  * double; out2 (n2) += the first n2 of them too. Either may be NULL. The
  * shape of ln_dparams_kernel.
  */
-template <int RY>
+template <int RY, typename A>
 static __global__ void __launch_bounds__(COLS * RY)
-colsum_kernel(float *out, float *out2, long n2, const float *in, long M,
-    long N, long ld)
+colsum_kernel(float *out, float *out2, long n2, const A *in, long M,
+    long N, long lda)
 {
 	__shared__ double sh[RY][COLS];
 	int tx = threadIdx.x % COLS, ty = threadIdx.x / COLS;
@@ -656,7 +786,7 @@ colsum_kernel(float *out, float *out2, long n2, const float *in, long M,
 
 		if (j < N)
 			for (long i = ty; i < M; i += RY)
-				acc += in[(size_t)i * ld + j];
+				acc += ld(in[(size_t)i * lda + j]);
 		sh[ty][tx] = acc;
 		__syncthreads();
 		rows_sum<RY>(sh, tx, ty);
@@ -692,8 +822,9 @@ patch_pixel(size_t o, int C, int H, int W, int p, int T)
 	return ((b * C + c) * H + gy * p + kh) * W + gx * p + kw;
 }
 
+template <typename A>
 static __global__ void
-patchify_fwd_kernel(float *out, const float *img, size_t n, int C, int H,
+patchify_fwd_kernel(A *out, const A *img, size_t n, int C, int H,
     int W, int p, int T)
 {
 	GRID_LOOP(o, n)
@@ -701,44 +832,48 @@ patchify_fwd_kernel(float *out, const float *img, size_t n, int C, int H,
 }
 
 /* Every pixel belongs to at most one patch: no two threads meet. */
+template <typename A>
 static __global__ void
-patchify_bwd_kernel(float *dimg, const float *dout, size_t n, int C, int H,
+patchify_bwd_kernel(A *dimg, const A *dout, size_t n, int C, int H,
     int W, int p, int T)
 {
 	GRID_LOOP(o, n) {
 		size_t at = patch_pixel(o, C, H, W, p, T);
 
-		dimg[at] = __fadd_rn(dimg[at], dout[o]);
+		st(&dimg[at], __fadd_rn(ld(dimg[at]), ld(dout[o])));
 	}
 }
 
 /* out (B,T+1,C): row 0 cls, rows 1.. x, plus pos (T+1,C) */
+template <typename A>
 static __global__ void
-tokens_fwd_kernel(float *out, const float *x, const float *cls,
+tokens_fwd_kernel(A *out, const A *x, const float *cls,
     const float *pos, size_t n, int T, int C)
 {
 	GRID_LOOP(i, n) {
 		size_t c, bt = divmod(i, (size_t)C, &c), t;
 		size_t b = divmod(bt, (size_t)T + 1, &t);
-		float v = t == 0 ? cls[c] : x[(b * T + t - 1) * C + c];
+		float v = t == 0 ? cls[c] : ld(x[(b * T + t - 1) * C + c]);
 
-		out[i] = __fadd_rn(v, pos[t * C + c]);
+		st(&out[i], __fadd_rn(v, pos[t * C + c]));
 	}
 }
 
 /* dx (B,T,C) += rows 1.. of dout (B,T+1,C): sample b is b + 1 rows on */
+template <typename A>
 static __global__ void
-tokens_dx_kernel(float *dx, const float *dout, size_t n, int T, int C)
+tokens_dx_kernel(A *dx, const A *dout, size_t n, int T, int C)
 {
 	GRID_LOOP(i, n) {
 		size_t r, b = divmod(i, (size_t)T * C, &r);
 
-		dx[i] = __fadd_rn(dx[i], dout[i + (b + 1) * C]);
+		st(&dx[i], __fadd_rn(ld(dx[i]), ld(dout[i + (b + 1) * C])));
 	}
 }
 
+template <typename A>
 static __global__ void
-token0_fwd_kernel(float *out, const float *inp, size_t n, int T, int C)
+token0_fwd_kernel(A *out, const A *inp, size_t n, int T, int C)
 {
 	GRID_LOOP(i, n) {
 		size_t c, b = divmod(i, (size_t)C, &c);
@@ -747,14 +882,15 @@ token0_fwd_kernel(float *out, const float *inp, size_t n, int T, int C)
 	}
 }
 
+template <typename A>
 static __global__ void
-token0_bwd_kernel(float *dinp, const float *dout, size_t n, int T, int C)
+token0_bwd_kernel(A *dinp, const A *dout, size_t n, int T, int C)
 {
 	GRID_LOOP(i, n) {
 		size_t c, b = divmod(i, (size_t)C, &c);
 		size_t at = b * T * C + c;
 
-		dinp[at] = __fadd_rn(dinp[at], dout[i]);
+		st(&dinp[at], __fadd_rn(ld(dinp[at]), ld(dout[i])));
 	}
 }
 
@@ -767,31 +903,32 @@ token0_bwd_kernel(float *dinp, const float *dout, size_t n, int T, int C)
  * and of the logits in double, lse = max + log sum; probs = exp(x - lse);
  * loss = (1-eps)(lse - x_y) + eps (lse - mean x).
  */
+template <typename A>
 static __global__ void __launch_bounds__(NT)
-xent_fwd_kernel(float *losses, float *probs, const float *logits,
+xent_fwd_kernel(float *losses, float *probs, const A *logits,
     const int32_t *labels, int K, float smoothing)
 {
 	__shared__ double sh[32];
 	__shared__ float shf[32];
 	size_t row = blockIdx.x;
-	const float *x = logits + row * K;
+	const A *x = logits + row * K;
 	float *p = probs + row * K;
-	float mx = x[0];
+	float mx = ld(x[0]);
 	double sum = 0.0, sumx = 0.0, lse;
 
 	for (int k = threadIdx.x; k < K; k += blockDim.x)
-		if (x[k] > mx)
-			mx = x[k];
+		if (ld(x[k]) > mx)
+			mx = ld(x[k]);
 	mx = block_max(mx, shf);
 	for (int k = threadIdx.x; k < K; k += blockDim.x) {
-		sum += exp((double)x[k] - mx);
-		sumx += x[k];
+		sum += exp((double)ld(x[k]) - mx);
+		sumx += ld(x[k]);
 	}
 	sum = block_sum(sum, sh);
 	sumx = block_sum(sumx, sh);
 	lse = mx + log(sum);
 	for (int k = threadIdx.x; k < K; k += blockDim.x)
-		p[k] = (float)exp(x[k] - lse);
+		p[k] = (float)exp(ld(x[k]) - lse);
 	if (threadIdx.x == 0) {
 		int32_t y = labels[row];
 		double nll, smooth;
@@ -800,7 +937,7 @@ xent_fwd_kernel(float *losses, float *probs, const float *logits,
 			losses[row] = 0.0f;
 			return;
 		}
-		nll = lse - x[y];
+		nll = lse - ld(x[y]);
 		smooth = lse - sumx / K;
 		losses[row] = (float)__dadd_rn(__dmul_rn(1.0 - smoothing, nll),
 		    __dmul_rn(smoothing, smooth));
@@ -808,8 +945,9 @@ xent_fwd_kernel(float *losses, float *probs, const float *logits,
 }
 
 /* dlogits += scale (probs - target), target = (1-eps) onehot + eps/K */
+template <typename A>
 static __global__ void
-xent_bwd_kernel(float *dlogits, const float *probs, const int32_t *labels,
+xent_bwd_kernel(A *dlogits, const float *probs, const int32_t *labels,
     size_t n, int K, float smoothing, float scale)
 {
 	float off = __fdiv_rn(smoothing, (float)K);
@@ -821,8 +959,8 @@ xent_bwd_kernel(float *dlogits, const float *probs, const int32_t *labels,
 
 		if (y < 0 || y >= K)
 			continue;
-		dlogits[i] = __fadd_rn(dlogits[i], __fmul_rn(scale,
-		    __fsub_rn(probs[i], k == (size_t)y ? on : off)));
+		st(&dlogits[i], __fadd_rn(ld(dlogits[i]), __fmul_rn(scale,
+		    __fsub_rn(probs[i], k == (size_t)y ? on : off))));
 	}
 }
 
@@ -964,6 +1102,60 @@ softmax_bwd_kernel(float *d, const float *p, size_t rows, int n,
 	}
 }
 
+/*
+ * The bf16 path's attention softmax, in place: one warp per row of the
+ * bf16 scores, probs = softmax(scores) in fp32 math, stored in bf16 (the
+ * math path of PyTorch's bf16 attention). The fp32 kernel keeps exp(x -
+ * max) in its row; here the row is bf16, so exp is computed again for the
+ * final store rather than rounded twice. Each lane writes only the
+ * elements it read, after the row's last read.
+ */
+static __global__ void
+softmax_bf16_kernel(bf16 *x, size_t rows, int n)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t row = WARP_ID(); row < rows; row += WARP_COUNT()) {
+		bf16 *r = x + row * n;
+		float mx = ld(r[0]), inv;
+		double sum = 0.0;
+
+		for (int j = lane; j < n; j += 32)
+			if (ld(r[j]) > mx)
+				mx = ld(r[j]);
+		mx = warp_max(mx);
+		for (int j = lane; j < n; j += 32)
+			sum += expf(__fsub_rn(ld(r[j]), mx));
+		inv = (float)(1.0 / warp_sum(sum));
+		for (int j = lane; j < n; j += 32)
+			r[j] = __float2bfloat16_rn(__fmul_rn(expf(__fsub_rn(
+			    ld(r[j]), mx)), inv));
+	}
+}
+
+/* ds (bf16) = p (d - sum p d), p bf16 and d fp32, one warp per row */
+static __global__ void
+softmax_bwd_bf16_kernel(bf16 *ds, const float *d, const bf16 *p,
+    size_t rows, int n)
+{
+	int lane = threadIdx.x & 31;
+
+	for (size_t row = WARP_ID(); row < rows; row += WARP_COUNT()) {
+		const float *dr = d + row * n;
+		const bf16 *pr = p + row * n;
+		bf16 *o = ds + row * n;
+		double s = 0.0;
+		float dot;
+
+		for (int j = lane; j < n; j += 32)
+			s += (double)__bfloat162float(pr[j]) * dr[j];
+		dot = (float)warp_sum(s);
+		for (int j = lane; j < n; j += 32)
+			o[j] = __float2bfloat16_rn(__fmul_rn(
+			    __bfloat162float(pr[j]), __fsub_rn(dr[j], dot)));
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 /* launchers                                                                */
 
@@ -1005,11 +1197,11 @@ colsum(float *out, float *out2, long n2, const float *in, long M, long N,
 	if (M <= 0 || N <= 0 || (out == NULL && out2 == NULL))
 		return;
 	if (M >= COLSUM_TALL)
-		colsum_kernel<128><<<col_blocks_for(N), COLS * 128, 0, st>>>(
-		    out, out2, n2, in, M, N, ld);
+		DISPATCH(colsum_kernel<128, A><<<col_blocks_for(N), COLS * 128,
+		    0, st>>>(out, out2, n2, (const A *)in, M, N, ld));
 	else
-		colsum_kernel<32><<<col_blocks_for(N), COLS * 32, 0, st>>>(
-		    out, out2, n2, in, M, N, ld);
+		DISPATCH(colsum_kernel<32, A><<<col_blocks_for(N), COLS * 32,
+		    0, st>>>(out, out2, n2, (const A *)in, M, N, ld));
 }
 
 extern "C" void
@@ -1026,14 +1218,16 @@ cuk_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
 	if (training)
-		bn_stats_kernel<<<C, BN_NT, 0, st>>>(B, C, HW, inp, mean, rstd,
-		    run_mean, run_var, momentum, eps, update);
+		DISPATCH(bn_stats_kernel<A><<<C, BN_NT, 0, st>>>(B, C, HW,
+		    (const A *)inp, mean, rstd, run_mean, run_var, momentum,
+		    eps, update));
 	gy = C < 65535 ? (unsigned)C : 65535u;
 	gx = blocks_for(n);
 	if (gx > 2 * MAX_BLOCKS / gy)
 		gx = 2 * MAX_BLOCKS / gy > 0 ? 2 * MAX_BLOCKS / gy : 1;
-	bn_apply_kernel<<<dim3(gx, gy), NT, 0, st>>>(B, C, HW, out, inp, gamma,
-	    beta, mean, rstd, run_mean, run_var, eps, training, res, relu);
+	DISPATCH(bn_apply_kernel<A><<<dim3(gx, gy), NT, 0, st>>>(B, C, HW,
+	    (A *)out, (const A *)inp, gamma, beta, mean, rstd, run_mean,
+	    run_var, eps, training, (const A *)res, relu));
 }
 
 extern "C" void
@@ -1044,8 +1238,10 @@ cuk_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
 {
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
-	bn_backward_kernel<<<C, BN_NT, 0, (cudaStream_t)stream>>>(B, C, HW,
-	    dinp, dgamma, dbeta, dout, inp, gamma, mean, rstd, dres, out, relu);
+	DISPATCH(bn_backward_kernel<A><<<C, BN_NT, 0, (cudaStream_t)stream>>>(
+	    B, C, HW, (A *)dinp, dgamma, dbeta, (const A *)dout,
+	    (const A *)inp, gamma, mean, rstd, (A *)dres, (const A *)out,
+	    relu));
 }
 
 extern "C" void
@@ -1053,8 +1249,8 @@ cuk_relu_forward(float *out, const float *inp, size_t n, void *stream)
 {
 	if (n == 0)
 		return;
-	relu_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
-	    inp, n);
+	DISPATCH(relu_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, (const A *)inp, n));
 }
 
 extern "C" void
@@ -1063,8 +1259,9 @@ cuk_relu_backward(float *dinp, const float *dout, const float *out, size_t n,
 {
 	if (n == 0 || dinp == NULL)
 		return;
-	relu_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dinp,
-	    dout, out, n);
+	DISPATCH(relu_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)dinp, (const A *)dout,
+	    (const A *)out, n));
 }
 
 extern "C" void
@@ -1073,8 +1270,8 @@ cuk_add_forward(float *out, const float *a, const float *b, size_t n,
 {
 	if (n == 0)
 		return;
-	add_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out, a,
-	    b, n);
+	DISPATCH(add_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, (const A *)a, (const A *)b, n));
 }
 
 extern "C" void
@@ -1083,8 +1280,8 @@ cuk_add_backward(float *da, float *db, const float *dout, size_t n,
 {
 	if (n == 0 || (da == NULL && db == NULL))
 		return;
-	add_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(da, db,
-	    dout, n);
+	DISPATCH(add_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)da, (A *)db, (const A *)dout, n));
 }
 
 extern "C" void
@@ -1092,8 +1289,8 @@ cuk_gelu_forward(float *out, const float *inp, size_t n, void *stream)
 {
 	if (n == 0)
 		return;
-	gelu_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
-	    inp, n);
+	DISPATCH(gelu_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, (const A *)inp, n));
 }
 
 extern "C" void
@@ -1102,8 +1299,9 @@ cuk_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n,
 {
 	if (n == 0 || dinp == NULL)
 		return;
-	gelu_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dinp,
-	    dout, inp, n);
+	DISPATCH(gelu_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)dinp, (const A *)dout,
+	    (const A *)inp, n));
 }
 
 extern "C" void
@@ -1114,8 +1312,8 @@ cuk_maxpool_forward(const struct pool_shape *s, float *out, int32_t *idx,
 
 	if (s->B <= 0 || s->C <= 0 || s->P <= 0 || s->Q <= 0 || n == 0)
 		return;
-	maxpool_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(*s,
-	    out, idx, inp);
+	DISPATCH(maxpool_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>(*s, (A *)out, idx, (const A *)inp));
 }
 
 extern "C" void
@@ -1127,8 +1325,8 @@ cuk_maxpool_backward(const struct pool_shape *s, float *dinp,
 	if (s->B <= 0 || s->C <= 0 || s->H <= 0 || s->W <= 0 || s->P <= 0 ||
 	    s->Q <= 0 || n == 0 || dinp == NULL)
 		return;
-	maxpool_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(*s,
-	    dinp, dout, idx);
+	DISPATCH(maxpool_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>(*s, (A *)dinp, (const A *)dout, idx));
 }
 
 extern "C" void
@@ -1139,8 +1337,8 @@ cuk_avgpool_forward(int B, int C, int HW, float *out, const float *inp,
 
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
-	avgpool_fwd_kernel<<<warp_blocks_for(planes), NT, 0,
-	    (cudaStream_t)stream>>>(planes, HW, out, inp);
+	DISPATCH(avgpool_fwd_kernel<A><<<warp_blocks_for(planes), NT, 0,
+	    (cudaStream_t)stream>>>(planes, HW, (A *)out, (const A *)inp));
 }
 
 extern "C" void
@@ -1151,8 +1349,8 @@ cuk_avgpool_backward(int B, int C, int HW, float *dinp, const float *dout,
 
 	if (B <= 0 || C <= 0 || HW <= 0 || dinp == NULL)
 		return;
-	avgpool_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(n,
-	    HW, dinp, dout);
+	DISPATCH(avgpool_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>(n, HW, (A *)dinp, (const A *)dout));
 }
 
 extern "C" void
@@ -1162,9 +1360,9 @@ cuk_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 {
 	if (M <= 0 || C <= 0)
 		return;
-	ln_fwd_kernel<<<warp_blocks_for((size_t)M), NT, 0,
-	    (cudaStream_t)stream>>>(out, mean, rstd, inp, gamma, beta, M, C,
-	    eps);
+	DISPATCH(ln_fwd_kernel<A><<<warp_blocks_for((size_t)M), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, mean, rstd, (const A *)inp,
+	    gamma, beta, M, C, eps));
 }
 
 extern "C" void
@@ -1177,16 +1375,19 @@ cuk_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
 	if (M <= 0 || C <= 0)
 		return;
 	if (dinp != NULL)
-		ln_bwd_kernel<<<warp_blocks_for((size_t)M), NT, 0, st>>>(dinp,
-		    dout, inp, gamma, mean, rstd, M, C);
+		DISPATCH(ln_bwd_kernel<A><<<warp_blocks_for((size_t)M), NT, 0,
+		    st>>>((A *)dinp, (const A *)dout, (const A *)inp, gamma,
+		    mean, rstd, M, C));
 	if (dgamma == NULL && dbeta == NULL)
 		return;
 	if (M >= COLSUM_TALL)
-		ln_dparams_kernel<128><<<col_blocks_for(C), COLS * 128, 0,
-		    st>>>(dgamma, dbeta, dout, inp, mean, rstd, M, C);
+		DISPATCH(ln_dparams_kernel<128, A><<<col_blocks_for(C),
+		    COLS * 128, 0, st>>>(dgamma, dbeta, (const A *)dout,
+		    (const A *)inp, mean, rstd, M, C));
 	else
-		ln_dparams_kernel<32><<<col_blocks_for(C), COLS * 32, 0,
-		    st>>>(dgamma, dbeta, dout, inp, mean, rstd, M, C);
+		DISPATCH(ln_dparams_kernel<32, A><<<col_blocks_for(C),
+		    COLS * 32, 0, st>>>(dgamma, dbeta, (const A *)dout,
+		    (const A *)inp, mean, rstd, M, C));
 }
 
 extern "C" void
@@ -1198,8 +1399,9 @@ cuk_patchify_forward(float *out, const float *img, int B, int C, int H,
 
 	if (B <= 0 || C <= 0 || T <= 0)
 		return;
-	patchify_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
-	    out, img, n, C, H, W, p, T);
+	DISPATCH(patchify_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, (const A *)img, n, C, H, W, p,
+	    T));
 }
 
 extern "C" void
@@ -1211,8 +1413,9 @@ cuk_patchify_backward(float *dimg, const float *dout, int B, int C, int H,
 
 	if (B <= 0 || C <= 0 || T <= 0 || dimg == NULL)
 		return;
-	patchify_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
-	    dimg, dout, n, C, H, W, p, T);
+	DISPATCH(patchify_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)dimg, (const A *)dout, n, C, H, W, p,
+	    T));
 }
 
 extern "C" void
@@ -1223,8 +1426,9 @@ cuk_tokens_forward(float *out, const float *x, const float *cls,
 
 	if (B <= 0 || C <= 0 || T < 0)
 		return;
-	tokens_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
-	    x, cls, pos, n, T, C);
+	DISPATCH(tokens_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, (const A *)x, cls, pos, n, T,
+	    C));
 }
 
 /*
@@ -1242,8 +1446,8 @@ cuk_tokens_backward(float *dx, float *dcls, float *dpos, const float *dout,
 	if (B <= 0 || C <= 0 || T < 0)
 		return;
 	if (dx != NULL && n > 0)
-		tokens_dx_kernel<<<blocks_for(n), NT, 0, st>>>(dx, dout, n, T,
-		    C);
+		DISPATCH(tokens_dx_kernel<A><<<blocks_for(n), NT, 0, st>>>(
+		    (A *)dx, (const A *)dout, n, T, C));
 	colsum(dpos, dcls, C, dout, B, dpos != NULL ? ld : C, ld, st);
 }
 
@@ -1255,8 +1459,8 @@ cuk_token0_forward(float *out, const float *inp, int B, int T, int C,
 
 	if (B <= 0 || C <= 0 || T <= 0)
 		return;
-	token0_fwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
-	    inp, n, T, C);
+	DISPATCH(token0_fwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, (const A *)inp, n, T, C));
 }
 
 extern "C" void
@@ -1267,8 +1471,8 @@ cuk_token0_backward(float *dinp, const float *dout, int B, int T, int C,
 
 	if (B <= 0 || C <= 0 || T <= 0 || dinp == NULL)
 		return;
-	token0_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dinp,
-	    dout, n, T, C);
+	DISPATCH(token0_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)dinp, (const A *)dout, n, T, C));
 }
 
 extern "C" void
@@ -1277,8 +1481,8 @@ cuk_xent_forward(float *losses, float *probs, const float *logits,
 {
 	if (B <= 0 || K <= 0)
 		return;
-	xent_fwd_kernel<<<B, NT, 0, (cudaStream_t)stream>>>(losses, probs,
-	    logits, labels, K, smoothing);
+	DISPATCH(xent_fwd_kernel<A><<<B, NT, 0, (cudaStream_t)stream>>>(
+	    losses, probs, (const A *)logits, labels, K, smoothing));
 }
 
 extern "C" void
@@ -1289,8 +1493,9 @@ cuk_xent_backward(float *dlogits, const float *probs, const int32_t *labels,
 
 	if (B <= 0 || K <= 0)
 		return;
-	xent_bwd_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
-	    dlogits, probs, labels, n, K, smoothing, scale);
+	DISPATCH(xent_bwd_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)dlogits, probs, labels, n, K,
+	    smoothing, scale));
 }
 
 extern "C" void
@@ -1389,6 +1594,84 @@ cuk_bias_add(float *out, const float *bias, int M, int N, void *stream)
 
 	if (M <= 0 || N <= 0)
 		return;
-	bias_add_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(out,
-	    bias, n, N);
+	DISPATCH(bias_add_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, bias, n, N));
+}
+
+extern "C" void
+cuk_bias_add_nchw(float *out, const float *bias, int B, int K, int PQ,
+    void *stream)
+{
+	size_t n = (size_t)B * K * PQ;
+
+	if (n == 0)
+		return;
+	DISPATCH(bias_add_nchw_kernel<A><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)out, bias, n, K, (size_t)PQ));
+}
+
+extern "C" void
+cuk_bias_grad_nchw(float *dbias, const float *dout, int B, int K, int PQ,
+    void *stream)
+{
+	if (B <= 0 || K <= 0 || PQ <= 0)
+		return;
+	DISPATCH(bias_grad_nchw_kernel<A><<<K, NT, 0, (cudaStream_t)stream>>>(
+	    dbias, (const A *)dout, B, K, (size_t)PQ));
+}
+
+extern "C" void
+cuk_input_from_f32(float *dst, const float *x, size_t n, void *stream)
+{
+	if (n == 0)
+		return;
+	DISPATCH(convert_kernel<A, float><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((A *)dst, x, n));
+}
+
+extern "C" void
+cuk_to_bf16(void *dst, const float *src, size_t n, void *stream)
+{
+	if (n == 0)
+		return;
+	convert_kernel<bf16, float><<<blocks_for(n), NT, 0,
+	    (cudaStream_t)stream>>>((bf16 *)dst, src, n);
+}
+
+extern "C" void
+cuk_round_bf16(float *dst, const float *src, size_t n, void *stream)
+{
+	if (n == 0)
+		return;
+	round_bf16_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dst,
+	    src, n);
+}
+
+extern "C" void
+cuk_acc_bf16(float *dst, const void *src, size_t n, void *stream)
+{
+	if (n == 0)
+		return;
+	acc_bf16_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(dst,
+	    (const bf16 *)src, n);
+}
+
+extern "C" void
+cuk_softmax_rows_bf16(void *x, long rows, int n, void *stream)
+{
+	if (rows <= 0 || n <= 0)
+		return;
+	softmax_bf16_kernel<<<warp_blocks_for((size_t)rows), NT, 0,
+	    (cudaStream_t)stream>>>((bf16 *)x, (size_t)rows, n);
+}
+
+extern "C" void
+cuk_softmax_rows_backward_bf16(void *ds, const float *d, const void *p,
+    long rows, int n, void *stream)
+{
+	if (rows <= 0 || n <= 0)
+		return;
+	softmax_bwd_bf16_kernel<<<warp_blocks_for((size_t)rows), NT, 0,
+	    (cudaStream_t)stream>>>((bf16 *)ds, d, (const bf16 *)p,
+	    (size_t)rows, n);
 }

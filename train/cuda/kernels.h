@@ -29,6 +29,15 @@
 extern "C" {
 #endif
 
+/*
+ * The activations' storage: float, or bf16 once cuk_set_bf16(1) was
+ * called (the backend's act_elt 2). Every launcher below reads and writes
+ * activations and their gradients in that type, and everything else
+ * (parameters and their gradients, statistics, probs, losses, indices) in
+ * fp32. Call it once, before the first launch.
+ */
+void cuk_set_bf16(int on);
+
 /* Doubles of device scratch cuk_sumsq needs: one per block of its grid. */
 #define CUK_SUMSQ_SCRATCH	1024
 
@@ -149,6 +158,33 @@ void cuk_softmax_rows_backward(float *d, const float *p, long rows, int n,
 /* out (M,N) += bias (N) on every row: the GEMM's bias where cuBLASLt's
  * epilogue cannot take the bias pointer's alignment */
 void cuk_bias_add(float *out, const float *bias, int M, int N, void *stream);
+
+/* out (B,K,PQ) += bias (K): a convolution's bias on activations */
+void cuk_bias_add_nchw(float *out, const float *bias, int B, int K, int PQ,
+    void *stream);
+/* dbias (K) += sums of the activation gradient dout (B,K,PQ) over B and
+ * PQ, in double, in a fixed order */
+void cuk_bias_grad_nchw(float *dbias, const float *dout, int B, int K,
+    int PQ, void *stream);
+/* dst (n activation elements) = x (n floats), rounded to the storage */
+void cuk_input_from_f32(float *dst, const float *x, size_t n, void *stream);
+
+/* ---- the bf16 path's own: bf16 pointers whatever cuk_set_bf16 says ---- */
+/* dst (n bf16) = src (n floats), rounded to nearest even: the weights a
+ * GEMM or convolution reads */
+void cuk_to_bf16(void *dst, const float *src, size_t n, void *stream);
+/* dst (n floats) = src (n floats) rounded to bf16 */
+void cuk_round_bf16(float *dst, const float *src, size_t n, void *stream);
+/* dst (n floats) += src (n bf16): a convolution's bf16 weight gradient
+ * into the fp32 gradient */
+void cuk_acc_bf16(float *dst, const void *src, size_t n, void *stream);
+/* Per row of n, in place: x (bf16) = softmax(x), in fp32 math with the
+ * sum in double (attention's probabilities from its bf16 scores) */
+void cuk_softmax_rows_bf16(void *x, long rows, int n, void *stream);
+/* Per row of n: ds (bf16) = p (d - sum_j d_j p_j), d the fp32 gradient of
+ * the probabilities p (bf16), the dot in double */
+void cuk_softmax_rows_backward_bf16(void *ds, const float *d, const void *p,
+    long rows, int n, void *stream);
 
 #ifdef __cplusplus
 }
