@@ -4,7 +4,7 @@
 # synthetic data, interleaved in one run.
 #
 #   bench/gpu-train.sh [--runs R] [--steps S] [--warmup W] [--cases LIST]
-#                      [--out DIR] [--quick] [--shardtrain PATH]
+#                      [--out DIR] [--quick | --budget] [--shardtrain PATH]
 #                      [--python PATH]
 #   bench/gpu-train.sh --report DIR
 #
@@ -13,10 +13,9 @@
 # 224x224 with 1000 classes, one GPU. Each case runs
 #   shardtrain  shardtrain --backend cuda --data synthetic --model MODEL
 #               --classes 1000 --global-batch BATCH --steps N
-#               --ceiling-steps 0 -q --json FILE, once for each precision
-#               in ST_PRECISIONS (default "fp32": the CUDA backend's first
-#               milestone has no bf16; another precision P is passed as
-#               --precision P and must appear in shardtrain --help)
+#               --ceiling-steps 0 -q --json FILE --precision P, once
+#               for each precision P in ST_PRECISIONS (default "fp32";
+#               "bf16 fp32" for both)
 #   PyTorch     bench/torch_gpu_train.py --model MODEL --batch BATCH
 #               --precision P for each P in PT_PRECISIONS (default
 #               "fp32 bf16": fp32 with TF32 off is the comparison, bf16
@@ -65,7 +64,9 @@
 # them all (so rounds can be spread over several invocations); --report DIR
 # prints the report of DIR again, with no GPU. --quick is a smoke test of
 # the script: 1 round, S 3, W 2, batches resnet50:16 vit-l16:4, PyTorch
-# eager; its numbers mean nothing.
+# eager; its numbers mean nothing. --budget fits one round of the
+# default cases into a few minutes of a lent GPU: 1 round, S 12, W 4 (more
+# rounds by running it again on the same --out).
 #
 # Fails with a message and exit 1 when there is no GPU (no nvidia-smi, or
 # it lists none), when PYTHON lacks torch, torchvision or timm or sees no
@@ -110,6 +111,7 @@ while [ $# -gt 0 ]; do
 	--report) report=${2:?--report wants a directory}; shift 2 ;;
 	--report=*) report=${1#*=}; shift ;;
 	--quick) quick=1; shift ;;
+	--budget) quick=2; shift ;;
 	--shardtrain) st=${2:?--shardtrain wants a path}; shift 2 ;;
 	--shardtrain=*) st=${1#*=}; shift ;;
 	--python) py=${2:?--python wants a path}; shift 2 ;;
@@ -125,6 +127,9 @@ log() { echo "gpu-train.sh: $*" >&2; }
 if [ $quick = 1 ]; then
 	: "${runs:=1}" "${steps:=3}" "${warmup:=2}"
 	: "${cases:=resnet50:16 vit-l16:4}" "${pt_variants:=eager}"
+elif [ $quick = 2 ]; then
+	: "${runs:=1}" "${steps:=12}" "${warmup:=4}"
+	: "${cases:=resnet50:256 vit-l16:64}" "${pt_variants:=compile}"
 else
 	: "${runs:=3}" "${steps:=20}" "${warmup:=5}"
 	: "${cases:=resnet50:256 vit-l16:64}" "${pt_variants:=compile}"
@@ -536,7 +541,7 @@ run_st() {
 	tag="r$rd.st.$m.$b.$pr"
 	local cmd=("$st" --backend cuda --data synthetic --model "$m"
 	    --classes 1000 --global-batch "$b" --ceiling-steps 0 -q)
-	[ "$pr" = fp32 ] || cmd+=(--precision "$pr")
+	cmd+=(--precision "$pr")	# cuda's default is bf16
 	procs=$(other_procs)
 	for n in "$warmup" "$((warmup + steps))"; do
 		[ "$n" = 0 ] && continue
