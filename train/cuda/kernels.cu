@@ -358,6 +358,172 @@ bn_backward_kernel(int B, int C, int HW, A *dinp, float *dgamma,
 	}
 }
 
+/*
+ * The split batch norm: a channel of B*HW values is cut into S parts of
+ * chunk values, one block each (grid (S, C)), so a 64-channel layer keeps
+ * every multiprocessor busy; a second kernel adds a channel's S partial
+ * sums in order. The sums are the single-block kernels' (double, the
+ * channel's first value as the shift), only in parts: the same to float
+ * precision, and the same bits on every run.
+ *
+ * part[(c S + s) 2 + {0,1}] = sums of (x - shift) and its square over the
+ * part s of channel c.
+ */
+template <typename A>
+static __global__ void __launch_bounds__(BN_NT)
+bn_part_stats_kernel(int B, int C, int HW, const A *inp, double *part,
+    int S, size_t chunk)
+{
+	__shared__ double sh[32];
+	int c = blockIdx.y, sp = blockIdx.x;
+	size_t n = (size_t)B * HW, chw = (size_t)C * HW;
+	size_t j0 = (size_t)sp * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
+	const A *x = inp + (size_t)c * HW;
+	double shift = ld(x[0]), s1 = 0.0, s2 = 0.0;
+
+	for (size_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+		size_t i, b = divmod(j, (size_t)HW, &i);
+		double v = (double)ld(x[b * chw + i]) - shift;
+
+		s1 += v;
+		s2 += v * v;
+	}
+	s1 = block_sum(s1, sh);
+	s2 = block_sum(s2, sh);
+	if (threadIdx.x == 0) {
+		part[((size_t)c * S + sp) * 2] = s1;
+		part[((size_t)c * S + sp) * 2 + 1] = s2;
+	}
+}
+
+/* One thread per channel: bn_stats_kernel's epilogue on the S parts. */
+template <typename A>
+static __global__ void
+bn_fin_stats_kernel(int B, int C, int HW, const A *inp, const double *part,
+    int S, float *mean, float *rstd, float *run_mean, float *run_var,
+    float momentum, float eps, int update)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	double dn = (double)B * HW, s1 = 0.0, s2 = 0.0, mu, var, uvar;
+
+	if (c >= C)
+		return;
+	for (int sp = 0; sp < S; sp++) {
+		s1 += part[((size_t)c * S + sp) * 2];
+		s2 += part[((size_t)c * S + sp) * 2 + 1];
+	}
+	mu = s1 / dn;
+	var = __dsub_rn(s2 / dn, __dmul_rn(mu, mu));
+	if (var < 0)
+		var = 0;
+	mu += (double)ld(inp[(size_t)c * HW]);
+	mean[c] = (float)mu;
+	rstd[c] = (float)(1.0 / sqrt(var + eps));
+	if (update) {
+		uvar = dn > 1 ? var * dn / (dn - 1) : var;
+		run_mean[c] = (float)__dadd_rn(__dmul_rn(1.0 - momentum,
+		    run_mean[c]), __dmul_rn(momentum, mu));
+		run_var[c] = (float)__dadd_rn(__dmul_rn(1.0 - momentum,
+		    run_var[c]), __dmul_rn(momentum, uvar));
+	}
+}
+
+/* part[(c S + s) 2 + {0,1}] = sums of dv and dv (x - mean) over part s */
+template <typename A>
+static __global__ void __launch_bounds__(BN_NT)
+bn_part_bwd_kernel(int B, int C, int HW, const A *dout, const A *inp,
+    const A *out, const float *mean, int relu, double *part, int S,
+    size_t chunk)
+{
+	__shared__ double sh[32];
+	int c = blockIdx.y, sp = blockIdx.x;
+	size_t n = (size_t)B * HW, chw = (size_t)C * HW, c0 = (size_t)c * HW;
+	size_t j0 = (size_t)sp * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
+	float m = mean[c];
+	double sd = 0.0, sdx = 0.0;
+
+	for (size_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+		size_t i, b = divmod(j, (size_t)HW, &i);
+		size_t at = c0 + b * chw + i;
+		float d = ld(dout[at]);
+
+		if (relu && !(ld(out[at]) > 0.0f))
+			d = 0.0f;
+		sd += d;
+		sdx += (double)d * ((double)ld(inp[at]) - m);
+	}
+	sd = block_sum(sd, sh);
+	sdx = block_sum(sdx, sh);
+	if (threadIdx.x == 0) {
+		part[((size_t)c * S + sp) * 2] = sd;
+		part[((size_t)c * S + sp) * 2 + 1] = sdx;
+	}
+}
+
+/*
+ * One thread per channel: the parameters' gradients, and the channel's
+ * constants for bn_apply_bwd_kernel in k3 (C,3): gamma rstd, mean(dv),
+ * mean(dv xhat), as bn_backward_kernel computes them.
+ */
+static __global__ void
+bn_fin_bwd_kernel(int B, int C, int HW, const double *part, int S,
+    const float *gamma, const float *rstd, float *dgamma, float *dbeta,
+    float *k3)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	double dn = (double)B * HW, sd = 0.0, sdx = 0.0;
+	float r, g;
+
+	if (c >= C)
+		return;
+	for (int sp = 0; sp < S; sp++) {
+		sd += part[((size_t)c * S + sp) * 2];
+		sdx += part[((size_t)c * S + sp) * 2 + 1];
+	}
+	r = rstd[c];
+	g = gamma != NULL ? gamma[c] : 1.0f;
+	sdx *= r;
+	if (dbeta != NULL)
+		dbeta[c] = __fadd_rn(dbeta[c], (float)sd);
+	if (dgamma != NULL)
+		dgamma[c] = __fadd_rn(dgamma[c], (float)sdx);
+	k3[3 * c] = __fmul_rn(g, r);
+	k3[3 * c + 1] = (float)(sd / dn);
+	k3[3 * c + 2] = (float)(sdx / dn);
+}
+
+/* dres += dv, dinp += k (dv - md - xhat mdx): bn_backward_kernel's second
+ * pass, with the grid of bn_apply_kernel */
+template <typename A>
+static __global__ void
+bn_apply_bwd_kernel(int B, int C, int HW, A *dinp, const A *dout,
+    const A *inp, const float *mean, const float *rstd, A *dres,
+    const A *out, int relu, const float *k3)
+{
+	size_t n = (size_t)B * HW;
+
+	for (int c = blockIdx.y; c < C; c += gridDim.y) {
+		float m = mean[c], r = rstd[c], k = k3[3 * c];
+		float md = k3[3 * c + 1], mdx = k3[3 * c + 2];
+
+		GRID_LOOP(j, n) {
+			size_t i, b = divmod(j, (size_t)HW, &i);
+			size_t at = (b * C + c) * HW + i;
+			float d = ld(dout[at]);
+
+			if (relu && !(ld(out[at]) > 0.0f))
+				d = 0.0f;
+			if (dres != NULL)
+				st(&dres[at], __fadd_rn(ld(dres[at]), d));
+			if (dinp != NULL)
+				st(&dinp[at], __fadd_rn(ld(dinp[at]), __fmul_rn(k,
+				    __fsub_rn(__fsub_rn(d, md), __fmul_rn(
+				    __fmul_rn(__fsub_rn(ld(inp[at]), m), r),
+				    mdx)))));
+		}
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 /* elementwise                                                              */
 
@@ -802,6 +968,67 @@ colsum_kernel(float *out, float *out2, long n2, const A *in, long M,
 	}
 }
 
+/*
+ * Column sums in parts: block (x, r) gives each of its threads one column
+ * j (consecutive threads, consecutive columns: every row read is
+ * coalesced) and sums rows [r rows, (r + 1) rows) of it in double into
+ * part[r N + j]; with LN set, part2 gets the layer norm's dgamma term
+ * dy (x - mean) rstd as ln_dparams_kernel has it, and in is dy. Then
+ * colfin_kernel adds a column's parts in order.
+ */
+#define CS_NT	256
+
+template <typename A, int LN>
+static __global__ void __launch_bounds__(CS_NT)
+colpart_kernel(double *part, double *part2, const A *in, const A *x,
+    const float *mean, const float *rstd, long M, long N, long lda,
+    long rows)
+{
+	long j = (long)blockIdx.x * CS_NT + threadIdx.x;
+	long i0 = (long)blockIdx.y * rows, i1 = i0 + rows < M ? i0 + rows : M;
+	double a = 0.0, g = 0.0;
+
+	if (j >= N)
+		return;
+	for (long i = i0; i < i1; i++) {
+		size_t at = (size_t)i * lda + j;
+		float dy = ld(in[at]);
+
+		if (LN)
+			g += __fmul_rn(dy, __fmul_rn(__fsub_rn(ld(x[at]),
+			    mean[i]), rstd[i]));
+		a += dy;
+	}
+	part[(size_t)blockIdx.y * N + j] = a;
+	if (LN)
+		part2[(size_t)blockIdx.y * N + j] = g;
+}
+
+/* out[j] += sum_r part[r N + j] (and out2 for j < n2); with part2,
+ * out2[j] += sum_r part2[r N + j] for every j instead */
+static __global__ void
+colfin_kernel(float *out, float *out2, long n2, const double *part,
+    const double *part2, long R, long N)
+{
+	long j = (long)blockIdx.x * blockDim.x + threadIdx.x;
+	double a = 0.0, g = 0.0;
+
+	if (j >= N)
+		return;
+	for (long r = 0; r < R; r++) {
+		a += part[(size_t)r * N + j];
+		if (part2 != NULL)
+			g += part2[(size_t)r * N + j];
+	}
+	if (out != NULL)
+		out[j] = __fadd_rn(out[j], (float)a);
+	if (part2 != NULL) {
+		if (out2 != NULL)
+			out2[j] = __fadd_rn(out2[j], (float)g);
+	} else if (out2 != NULL && j < n2)
+		out2[j] = __fadd_rn(out2[j], (float)a);
+}
+
 /* ------------------------------------------------------------------------ */
 /* ViT embedding                                                            */
 
@@ -1186,6 +1413,52 @@ col_blocks_for(long N)
 	return b > 65535L * 16 ? 65535u * 16 : (unsigned)b;
 }
 
+/*
+ * The launchers' device workspace (the split reductions' partial sums):
+ * one block from the stream-ordered pool, grown when a launch needs more
+ * and freed on the stream, so its reuse is ordered after every kernel
+ * that read it. NULL when the pool has no room: the caller falls back to
+ * the one-block-per-output kernels, which need none.
+ */
+static void *ws;
+static size_t ws_bytes;
+
+static void *
+workspace(size_t bytes, cudaStream_t st)
+{
+	if (bytes <= ws_bytes)
+		return ws;
+	if (ws != NULL)
+		(void)cudaFreeAsync(ws, st);
+	ws = NULL;
+	ws_bytes = 0;
+	if (cudaMallocAsync(&ws, bytes, st) != cudaSuccess) {
+		(void)cudaGetLastError();	/* out of memory: not sticky */
+		ws = NULL;
+		return NULL;
+	}
+	ws_bytes = bytes;
+	return ws;
+}
+
+/* The parts of a column sum of M rows and N columns: R parts of rows
+ * rows each, enough blocks to fill the GPU and at least 16 rows a part. */
+static void
+col_parts(long M, long N, long *R, long *rows)
+{
+	long gx = (N + CS_NT - 1) / CS_NT, r = (1024 + gx - 1) / gx;
+	long most = (M + 15) / 16;
+
+	if (r > most)
+		r = most;
+	if (r > 65535)
+		r = 65535;
+	if (r < 1)
+		r = 1;
+	*rows = (M + r - 1) / r;
+	*R = (M + *rows - 1) / *rows;
+}
+
 /* Row groups of a column sum: 128 when there are rows enough to keep
  * them busy, else 32. */
 #define COLSUM_TALL	4096
@@ -1194,14 +1467,49 @@ static void
 colsum(float *out, float *out2, long n2, const float *in, long M, long N,
     long ld, cudaStream_t st)
 {
+	long R, rows;
+	double *part;
+
 	if (M <= 0 || N <= 0 || (out == NULL && out2 == NULL))
 		return;
+	col_parts(M, N, &R, &rows);
+	if ((part = (double *)workspace((size_t)R * N * sizeof(double),
+	    st)) != NULL) {
+		dim3 g((unsigned)((N + CS_NT - 1) / CS_NT), (unsigned)R);
+
+		DISPATCH(colpart_kernel<A, 0><<<g, CS_NT, 0, st>>>(part, NULL,
+		    (const A *)in, (const A *)NULL, NULL, NULL, M, N, ld,
+		    rows));
+		colfin_kernel<<<(unsigned)((N + CS_NT - 1) / CS_NT), CS_NT, 0,
+		    st>>>(out, out2, n2, part, NULL, R, N);
+		return;
+	}
 	if (M >= COLSUM_TALL)
 		DISPATCH(colsum_kernel<128, A><<<col_blocks_for(N), COLS * 128,
 		    0, st>>>(out, out2, n2, (const A *)in, M, N, ld));
 	else
 		DISPATCH(colsum_kernel<32, A><<<col_blocks_for(N), COLS * 32,
 		    0, st>>>(out, out2, n2, (const A *)in, M, N, ld));
+}
+
+/*
+ * The parts of a batch norm channel: enough blocks in all (C S) to fill
+ * the GPU a few times over, each part at least BN_NT * 8 values.
+ */
+static void
+bn_split(int B, int C, int HW, int *S, size_t *chunk)
+{
+	size_t n = (size_t)B * HW, most = (n + BN_NT * 8 - 1) / (BN_NT * 8);
+	size_t s = (2048 + (size_t)C - 1) / (size_t)C;
+
+	if (s > most)
+		s = most;
+	if (s > 65535)
+		s = 65535;
+	if (s < 1)
+		s = 1;
+	*chunk = (n + s - 1) / s;
+	*S = (int)((n + *chunk - 1) / *chunk);
 }
 
 extern "C" void
@@ -1217,10 +1525,26 @@ cuk_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
 	/* an empty batch has no statistics: nothing to normalise or move */
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
-	if (training)
-		DISPATCH(bn_stats_kernel<A><<<C, BN_NT, 0, st>>>(B, C, HW,
-		    (const A *)inp, mean, rstd, run_mean, run_var, momentum,
-		    eps, update));
+	if (training) {
+		int S;
+		size_t chunk;
+		double *part;
+
+		bn_split(B, C, HW, &S, &chunk);
+		/* grid (S, C): C is gridDim.y, at most 65535 */
+		part = C <= 65535 ? (double *)workspace((size_t)C * S * 2 *
+		    sizeof(double), st) : NULL;
+		if (part != NULL) {
+			DISPATCH(bn_part_stats_kernel<A><<<dim3(S, C), BN_NT, 0,
+			    st>>>(B, C, HW, (const A *)inp, part, S, chunk));
+			DISPATCH(bn_fin_stats_kernel<A><<<(C + NT - 1) / NT, NT,
+			    0, st>>>(B, C, HW, (const A *)inp, part, S, mean,
+			    rstd, run_mean, run_var, momentum, eps, update));
+		} else
+			DISPATCH(bn_stats_kernel<A><<<C, BN_NT, 0, st>>>(B, C,
+			    HW, (const A *)inp, mean, rstd, run_mean, run_var,
+			    momentum, eps, update));
+	}
 	gy = C < 65535 ? (unsigned)C : 65535u;
 	gx = blocks_for(n);
 	if (gx > 2 * MAX_BLOCKS / gy)
@@ -1236,12 +1560,40 @@ cuk_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
     const float *mean, const float *rstd, float *dres, const float *out,
     int relu, void *stream)
 {
+	cudaStream_t st = (cudaStream_t)stream;
+	size_t chunk;
+	double *part;
+	unsigned gy, gx;
+	int S;
+
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
-	DISPATCH(bn_backward_kernel<A><<<C, BN_NT, 0, (cudaStream_t)stream>>>(
-	    B, C, HW, (A *)dinp, dgamma, dbeta, (const A *)dout,
-	    (const A *)inp, gamma, mean, rstd, (A *)dres, (const A *)out,
-	    relu));
+	bn_split(B, C, HW, &S, &chunk);
+	/* the partial sums, then the channels' three constants */
+	part = C <= 65535 ? (double *)workspace((size_t)C * S * 2 *
+	    sizeof(double) + (size_t)C * 3 * sizeof(float), st) : NULL;
+	if (part == NULL) {
+		DISPATCH(bn_backward_kernel<A><<<C, BN_NT, 0, st>>>(B, C, HW,
+		    (A *)dinp, dgamma, dbeta, (const A *)dout, (const A *)inp,
+		    gamma, mean, rstd, (A *)dres, (const A *)out, relu));
+		return;
+	}
+	float *k3 = (float *)(part + (size_t)C * S * 2);
+
+	DISPATCH(bn_part_bwd_kernel<A><<<dim3(S, C), BN_NT, 0, st>>>(B, C, HW,
+	    (const A *)dout, (const A *)inp, (const A *)out, mean, relu, part,
+	    S, chunk));
+	bn_fin_bwd_kernel<<<(C + NT - 1) / NT, NT, 0, st>>>(B, C, HW, part, S,
+	    gamma, rstd, dgamma, dbeta, k3);
+	if (dinp == NULL && dres == NULL)
+		return;
+	gy = C < 65535 ? (unsigned)C : 65535u;
+	gx = blocks_for((size_t)B * HW);
+	if (gx > 2 * MAX_BLOCKS / gy)
+		gx = 2 * MAX_BLOCKS / gy > 0 ? 2 * MAX_BLOCKS / gy : 1;
+	DISPATCH(bn_apply_bwd_kernel<A><<<dim3(gx, gy), NT, 0, st>>>(B, C, HW,
+	    (A *)dinp, (const A *)dout, (const A *)inp, mean, rstd, (A *)dres,
+	    (const A *)out, relu, k3));
 }
 
 extern "C" void
@@ -1380,6 +1732,25 @@ cuk_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
 		    mean, rstd, M, C));
 	if (dgamma == NULL && dbeta == NULL)
 		return;
+	{
+		long R, rows;
+		double *part;
+
+		col_parts(M, C, &R, &rows);
+		part = (double *)workspace((size_t)R * C * 2 * sizeof(double),
+		    st);
+		if (part != NULL) {
+			dim3 g((unsigned)((C + CS_NT - 1) / CS_NT), (unsigned)R);
+
+			DISPATCH(colpart_kernel<A, 1><<<g, CS_NT, 0, st>>>(
+			    part, part + (size_t)R * C, (const A *)dout,
+			    (const A *)inp, mean, rstd, M, C, C, rows));
+			colfin_kernel<<<(unsigned)((C + CS_NT - 1) / CS_NT),
+			    CS_NT, 0, st>>>(dbeta, dgamma, 0, part,
+			    part + (size_t)R * C, R, C);
+			return;
+		}
+	}
 	if (M >= COLSUM_TALL)
 		DISPATCH(ln_dparams_kernel<128, A><<<col_blocks_for(C),
 		    COLS * 128, 0, st>>>(dgamma, dbeta, (const A *)dout,
