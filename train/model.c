@@ -7,7 +7,10 @@
  * checkpointing is on, in which case the activations a block only uses
  * inside itself (and the state its layers save for backward) live in one
  * arena shared by all blocks; backward recomputes a block's forward into
- * the arena before running its layers in reverse.
+ * the arena before running its layers in reverse. Activation gradients
+ * live only from the backward step that first writes them to the one that
+ * last reads them, and share one arena planned for those lifetimes (as
+ * PyTorch frees a gradient once its producer's backward consumed it).
  */
 #include "config.h"
 
@@ -483,6 +486,49 @@ mb_token0(struct model *m, int in, int T, int D)
 }
 
 /*
+ * Gradient lifetimes, from what layer_backward touches at layer i:
+ *  - every kind reads G(out), the fused L_RELU too (no work; in == out);
+ *  - with need_dinp it writes G(in) (+=): conv, bn, relu, gelu, add,
+ *    maxpool, avgpool, linear, patchify, tokens, layernorm, attention,
+ *    token0;
+ *  - L_ADD writes G(in2), and L_BN with a residual (in2) writes it as dres.
+ * Backward runs from the last layer down, so the gradient of a is first
+ * written by the last layer that names a (gbegin) and last read by the
+ * first layer whose out is a (gend, the producer); the loss writes the
+ * logits' gradient before any layer (gbegin = nlayers). Counting every
+ * layer that names a, written or not, can only make a lifetime longer. A
+ * gradient nothing writes is live at its producer alone, and is zero
+ * there, as the producer expects.
+ */
+static void
+grad_lifetimes(struct model *m)
+{
+	int i, k;
+
+	for (i = 0; i < m->nacts; i++)
+		m->acts[i].gbegin = m->acts[i].gend = -1;
+	for (i = 0; i < m->nlayers; i++) {
+		const struct layer *L = &m->layers[i];
+		const int use[3] = { L->in, L->in2, L->out };
+
+		if (L->out >= 0 && m->acts[L->out].gend < 0)
+			m->acts[L->out].gend = i;
+		for (k = 0; k < 3; k++)
+			if (use[k] >= 0)
+				m->acts[use[k]].gbegin = i;
+	}
+	for (i = 0; i < m->nacts; i++) {
+		struct act *a = &m->acts[i];
+
+		if (a->gend < 0)	/* no producer (the input) */
+			a->gend = 0;
+		if (a->gbegin < a->gend)
+			a->gbegin = a->gend;
+	}
+	m->acts[m->logits].gbegin = m->nlayers;
+}
+
+/*
  * An activation is internal when every layer that reads it sits in the
  * block that writes it. Saved state is read only by its own layer. The
  * logits are read by the loss, and the input by nobody's backward.
@@ -512,6 +558,7 @@ model_finish(struct model *m, int logits, char *err, size_t errlen)
 			m->acts[m->blocks[i].out].internal = 0;
 	m->acts[logits].internal = 0;
 	m->num_classes = m->cfg.num_classes;
+	grad_lifetimes(m);
 	return 0;
 }
 
@@ -707,23 +754,142 @@ act_elems(const struct act *a, int B)
 	return a->per_sample * (size_t)B + a->fixed;
 }
 
+/* Floats of memory that hold activation a at batch B with act_elt-byte
+ * elements (rounded up). */
+static size_t
+act_floats_elt(const struct act *a, int B, size_t act_elt)
+{
+	size_t bytes = act_elems(a, B) * (a->f32 ? sizeof(float) : act_elt);
+
+	return (bytes + sizeof(float) - 1) / sizeof(float);
+}
+
 size_t
 model_act_bytes(const struct model *m, const struct act *a, int B)
 {
 	return act_elems(a, B) * (a->f32 ? sizeof(float) : m->be->act_elt);
 }
 
-/* Floats of memory that hold activation a at batch B (rounded up). */
 static size_t
 act_floats(const struct model *m, const struct act *a, int B)
 {
-	return (model_act_bytes(m, a, B) + sizeof(float) - 1) / sizeof(float);
+	return act_floats_elt(a, B, m->be->act_elt);
 }
 
 float *
 model_input_f32(struct model *m)
 {
 	return m->xin != NULL ? m->xin : m->acts[m->input].data;
+}
+
+/* A gradient to place: floats n (64-byte multiple) at off, live [end, begin]. */
+struct gplace {
+	size_t n, off;
+	int act, begin, end;
+};
+
+/* Largest first, then the one live first, then by index: first fit packs
+ * big tensors best, and the order is total, so every rank plans alike. */
+static int
+place_order(const void *x, const void *y)
+{
+	const struct gplace *a = x, *b = y;
+
+	if (a->n != b->n)
+		return a->n > b->n ? -1 : 1;
+	if (a->begin != b->begin)
+		return a->begin > b->begin ? -1 : 1;
+	return (a->act > b->act) - (a->act < b->act);
+}
+
+/* The order backward reaches them in. */
+static int
+zero_order(const void *x, const void *y)
+{
+	const struct gplace *a = x, *b = y;
+
+	if (a->begin != b->begin)
+		return a->begin > b->begin ? -1 : 1;
+	return (a->act > b->act) - (a->act < b->act);
+}
+
+static int
+in_gplan(const struct model *m, const struct act *a)
+{
+	return a->has_grad && !(m->checkpoint && a->internal);
+}
+
+int
+model_plan_grads(struct model *m, int B, size_t act_elt, size_t *floats)
+{
+	struct gplace *g = malloc(((size_t)m->nacts + 1) * sizeof(*g));
+	struct gplace **by_off = malloc(((size_t)m->nacts + 1) *
+	    sizeof(*by_off));
+	size_t total = 0;
+	int i, j, k, n = 0, nplaced = 0;
+
+	free(m->gzero);
+	m->gzero = malloc(((size_t)m->nacts + 1) * sizeof(int));
+	m->ngzero = 0;
+	if (g == NULL || by_off == NULL || m->gzero == NULL) {
+		free(g);
+		free(by_off);
+		return -1;
+	}
+	for (i = 0; i < m->nacts; i++) {
+		const struct act *a = &m->acts[i];
+
+		if (!in_gplan(m, a))
+			continue;
+		g[n].n = (act_floats_elt(a, B, act_elt) + 15) & ~(size_t)15;
+		g[n].off = 0;
+		g[n].act = i;
+		g[n].begin = a->gbegin;
+		g[n].end = a->gend;
+		n++;
+	}
+	if (m->no_grad_plan) {
+		for (k = 0; k < n; k++) {
+			g[k].off = total;
+			total += g[k].n;
+		}
+	} else {
+		qsort(g, (size_t)n, sizeof(*g), place_order);
+		for (k = 0; k < n; k++) {
+			struct gplace *q = &g[k];
+			size_t off = 0;
+
+			/* the lowest gap between the placed gradients live
+			 * at the same time as q (by_off: placed, by offset) */
+			for (j = 0; j < nplaced; j++) {
+				const struct gplace *p = by_off[j];
+
+				if (p->end > q->begin || q->end > p->begin)
+					continue;
+				if (off + q->n <= p->off)
+					break;
+				if (p->off + p->n > off)
+					off = p->off + p->n;
+			}
+			q->off = off;
+			for (j = nplaced; j > 0 && by_off[j - 1]->off > off; j--)
+				by_off[j] = by_off[j - 1];
+			by_off[j] = q;
+			nplaced++;
+			if (off + q->n > total)
+				total = off + q->n;
+		}
+	}
+	qsort(g, (size_t)n, sizeof(*g), zero_order);
+	for (k = 0; k < n; k++) {
+		m->acts[g[k].act].goff = g[k].off;
+		m->gzero[k] = g[k].act;
+	}
+	m->ngzero = n;
+	*floats = total;
+	free(g);
+	free(by_off);
+	return 0;
 }
 
 static void *
@@ -803,14 +969,19 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 		if (fail)
 			goto out;
 	}
+	if (model_plan_grads(m, max_batch, be->act_elt, &m->gplan_floats)) {
+		fail = 1;
+		goto out;
+	}
+	m->gplan = xalloc(m, m->gplan_floats, &fail);
 	for (i = 0; i < m->nacts && !fail; i++) {
 		struct act *a = &m->acts[i];
 
 		if (checkpoint && a->internal)
 			continue;
 		a->data = xalloc(m, act_floats(m, a, max_batch), &fail);
-		if (a->has_grad && !fail)
-			a->grad = xalloc(m, act_floats(m, a, max_batch), &fail);
+		if (a->has_grad)
+			a->grad = m->gplan + a->goff;
 	}
 	/* one scratch for the largest conv or attention */
 	scratch = 0;
@@ -868,10 +1039,10 @@ model_free(struct model *m)
 			if (m->checkpoint && a->internal)
 				continue;
 			m->be->free(a->data);
-			m->be->free(a->grad);
 		}
 		m->be->free(m->arena);
 		m->be->free(m->garena);
+		m->be->free(m->gplan);
 		m->be->free(m->scratch);
 		m->be->free(m->xin);
 		m->be->free(m->losses);
@@ -880,6 +1051,7 @@ model_free(struct model *m)
 		m->be->free(m->bufs);
 	}
 	free(m->host_losses);
+	free(m->gzero);
 	free(m->layers);
 	free(m->params);
 	free(m->buffers);
@@ -1108,19 +1280,30 @@ model_forward(struct model *m, int B, const float *x, const int32_t *labels,
 	return B > 0 ? (float)(sum / B) : 0;
 }
 
+/*
+ * Zero the gradients in m->gplan that become live at layer i (m->nlayers:
+ * the loss; -1: all that are left), from m->gzero[z] on. Returns the next z.
+ */
+static int
+zero_live(struct model *m, int z, int i, int B)
+{
+	for (; z < m->ngzero && m->acts[m->gzero[z]].gbegin >= i; z++) {
+		struct act *a = &m->acts[m->gzero[z]];
+
+		m->be->zero(a->grad, model_act_bytes(m, a, B));
+	}
+	return z;
+}
+
 void
 model_backward(struct model *m, int B, float smoothing, float scale,
     const struct step_hooks *h)
 {
 	const struct backend *be = m->be;
-	int b, i;
+	int b, i, z;
 
-	for (i = 0; i < m->nacts; i++) {
-		struct act *a = &m->acts[i];
-
-		if (a->has_grad && !(m->checkpoint && a->internal))
-			be->zero(a->grad, model_act_bytes(m, a, B));
-	}
+	/* without the plan no gradient shares memory: zero them all now */
+	z = zero_live(m, 0, m->no_grad_plan ? -1 : m->nlayers, B);
 	be->xent_backward(G(m->logits), m->probs, m->labels, B, m->num_classes,
 	    smoothing, B > 0 ? scale / B : 0);
 	for (b = m->nblocks - 1; b >= 0; b--) {
@@ -1141,8 +1324,10 @@ model_backward(struct model *m, int B, float smoothing, float scale,
 			}
 		}
 		for (i = bk->first_layer + bk->nlayers - 1; i >= bk->first_layer; i--) {
-			double t0 = m->profile ? prof_now() : 0;
+			double t0;
 
+			z = zero_live(m, z, i, B);
+			t0 = m->profile ? prof_now() : 0;
 			layer_backward(m, &m->layers[i], B);
 			if (m->profile) {
 				be->sync();

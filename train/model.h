@@ -89,6 +89,13 @@ struct block {
  * Saved state that backward needs (batch norm mean/rstd, max-pool indices,
  * attention probabilities, layer norm statistics) is an activation too, so
  * activation checkpointing can put it in the shared arena.
+ *
+ * A gradient is live during backward from the layer gbegin, the first
+ * backward step that may write it (the last layer reading the activation,
+ * or m->nlayers for the logits, which the loss writes), down to the layer
+ * gend that produces the activation, the last step that reads it. Two
+ * gradients whose [gend, gbegin] intervals are disjoint may share memory
+ * (model_plan_grads).
  */
 struct act {
 	size_t per_sample;		/* floats per sample, or per_batch below */
@@ -98,6 +105,8 @@ struct act {
 	int has_grad;
 	int f32;			/* saved statistics or indices: 4-byte
 					 * elements in every precision */
+	int gbegin, gend;		/* layers; set by model_finish */
+	size_t goff;			/* floats into model->gplan */
 	float *data, *grad;
 };
 
@@ -152,12 +161,23 @@ struct model {
 	int input, logits;		/* activations */
 	int num_classes;
 
+	/* set between model_build (which clears it) and model_alloc: each
+	 * activation gradient outside the checkpoint arena gets memory of
+	 * its own, zeroed at the start of backward (the tests' baseline) */
+	int no_grad_plan;
+
 	/* set by model_alloc */
 	int max_batch;
 	int checkpoint;			/* activation checkpointing on */
 	float *bufs;			/* buffers, always resident */
 	float *arena, *garena;		/* shared internal activations (checkpoint) */
 	size_t arena_floats;
+	float *gplan;			/* the activation gradients not in garena,
+					 * placed by model_plan_grads */
+	size_t gplan_floats;
+	int *gzero;			/* those gradients by gbegin, descending:
+					 * the order backward zeroes them in */
+	int ngzero;
 	float *scratch;			/* conv / attention scratch */
 	size_t scratch_floats;
 	float *xin;			/* (B,3,S,S) fp32 on the device, when the
@@ -194,6 +214,16 @@ void model_free(struct model *m);
 /* Bytes of activation a's data (and of its gradient) at batch B, in the
  * backend's precision. */
 size_t model_act_bytes(const struct model *m, const struct act *a, int B);
+/*
+ * Place the activation gradients that model_alloc puts in m->gplan (all of
+ * them, or those not internal when m->checkpoint is set) for batch B and
+ * act_elt-byte elements: gradients whose live intervals are disjoint share
+ * memory, first fit, largest first, unless m->no_grad_plan. Sets each
+ * one's goff and m->gzero, and *floats to the arena's size. Needs no
+ * backend, so "shardtrain info" can size it. Returns 0, or -1 out of host
+ * memory.
+ */
+int model_plan_grads(struct model *m, int B, size_t act_elt, size_t *floats);
 /* Where the caller puts a batch of fp32 images on the device before
  * model_forward: m->xin, or the input activation itself when it is fp32. */
 float *model_input_f32(struct model *m);
@@ -225,11 +255,13 @@ float model_forward(struct model *m, int B, const float *x,
     const int32_t *labels, float smoothing, int training,
     const struct step_hooks *h);
 /*
- * Backward for the last forward: zeroes the activation gradients, seeds
- * d(loss) with scale/B per sample (scale 1 for the plain mean), runs the
- * layers in reverse, recomputing checkpointed blocks, and accumulates into
- * m->bgrads[b] (the caller or strategy zeroes those). Hooks run around each
- * block, last block first.
+ * Backward for the last forward: seeds d(loss) with scale/B per sample
+ * (scale 1 for the plain mean), runs the layers in reverse, recomputing
+ * checkpointed blocks, and accumulates into m->bgrads[b] (the caller or
+ * strategy zeroes those). Each activation gradient is zeroed just before
+ * the step where it becomes live, since its memory may have held another
+ * one's; after backward, an activation's grad holds no meaning. Hooks run
+ * around each block, last block first.
  */
 void model_backward(struct model *m, int B, float smoothing, float scale,
     const struct step_hooks *h);

@@ -527,12 +527,22 @@ info_exec(int argc, char **argv)
 	printf("layers:       %d in %d blocks (the FSDP and checkpointing "
 	    "unit)\n", m.nlayers, m.nblocks);
 	{
-		size_t act = 0;
+		size_t act = 0, grad = 0, planned;
 
-		for (i = 0; i < m.nacts; i++)
-			act += m.acts[i].per_sample * (m.acts[i].has_grad ? 2 : 1);
+		for (i = 0; i < m.nacts; i++) {
+			act += m.acts[i].per_sample;
+			if (m.acts[i].has_grad)
+				grad += m.acts[i].per_sample;
+		}
+		/* fp32, one image: the lifetimes do not depend on the
+		 * batch, so the plan scales with it (but for alignment) */
+		if (model_plan_grads(&m, 1, sizeof(float), &planned) != 0)
+			die("out of memory");
 		printf("activations:  %.1f MiB per image in training "
-		    "(without checkpointing)\n", act * 4.0 / 1048576.0);
+		    "(without checkpointing),\n              of which %.1f MiB "
+		    "gradients (%.1f MiB if each had its own)\n",
+		    (act + planned) * 4.0 / 1048576.0, planned * 4.0 / 1048576.0,
+		    grad * 4.0 / 1048576.0);
 	}
 	printf("fp32 state:   %.1f MiB of parameters, x4 with gradients and "
 	    "AdamW moments\n", params * 4.0 / 1048576.0);
