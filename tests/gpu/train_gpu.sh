@@ -91,7 +91,7 @@ for mp in resnet:fp32 vit:fp32 resnet:bf16 vit:bf16; do
 		# with any rounding at initialisation (fp32 too), and a large
 		# step turns that into diverging losses
 		long=("${args[@]}" --batch 16 --steps 20 --seed 7 --precision bf16)
-		[ "$m" = resnet ] && long+=(--lr 0.001)
+		[ "$m" = resnet ] && long+=(--lr 0.0001)
 		if run "$m-long-cpu" "${long[@]}" --backend cpu \
 		    --losses "$T/$m-long-cpu.loss" &&
 		    run "$m-long-gpu" "${long[@]}" --backend cuda \
