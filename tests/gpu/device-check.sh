@@ -18,8 +18,8 @@
 #     bench     bench/gpu-train.sh --budget: shardtrain bf16 and fp32
 #               against PyTorch eager bf16 and fp32, ResNet-50 at 256 and
 #               ViT-L/16 at 64, one round (add rounds by running it again)
-#     compile   PyTorch torch.compile + bf16 for both models, one round,
-#               into the same results
+#     compile   PyTorch torch.compile + bf16, one round, into the same
+#               results, for COMPILE_CASES (default both models)
 #     verdict   ResNet-50 bf16 fed by the loader from local JPEG shards:
 #               data wait, loader-alone and compute-alone ceilings and the
 #               verdict (shardtrain --json)
@@ -113,7 +113,8 @@ stage_bench() {
 stage_compile() {
 	ST_PRECISIONS="" PT_PRECISIONS=bf16 PT_VARIANTS=compile \
 	    in_bundle sh -c '"$0"/bench/gpu-train.sh --budget --out "$1" \
-	    --shardtrain "$SHARDTRAIN"' "$root" "$bench"
+	    --shardtrain "$SHARDTRAIN" --cases "$2"' "$root" "$bench" \
+	    "${COMPILE_CASES:-resnet50:256 vit-l16:64}"
 }
 
 stage_verdict() {
@@ -135,6 +136,7 @@ stage_verdict() {
 
 stage_report() {
 	"$root/bench/gpu-train.sh" --report "$bench" | tee "$out/report.md"
+	cp "$bench/records.jsonl" "$out/records.jsonl"
 }
 
 rc=0
