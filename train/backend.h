@@ -62,6 +62,11 @@ struct backend {
 	/* dst (n activation elements) = x (n floats, a device pointer),
 	 * rounded to the activation precision: the image into the model */
 	void (*input_from_f32)(float *dst, const float *x, size_t n);
+	/* The image's (C,H,W), said once by model_alloc before the first
+	 * input_from_f32: a backend that stores 4-D activations in a layout
+	 * of its own (the CUDA backend's bf16 channels-last) needs it to
+	 * place the (B,C,H,W) batch. NULL (the CPU backends): not needed. */
+	void (*set_image_shape)(int C, int H, int W);
 	/* Threads used by the CPU kernels and BLAS, at least 1 (the tool's
 	 * default is cli_cpus_per_rank()). */
 	void (*set_threads)(int n);

@@ -1005,6 +1005,13 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 	if (be->act_elt != sizeof(float))
 		m->xin = xalloc(m, act_elems(&m->acts[m->input], max_batch),
 		    &fail);
+	/* the input is (C,S,S), S the image size (model_input) */
+	if (be->set_image_shape != NULL) {
+		int S = m->cfg.image_size;
+
+		be->set_image_shape((int)(m->acts[m->input].per_sample /
+		    ((size_t)S * S)), S, S);
+	}
 	m->losses = xalloc(m, (size_t)max_batch, &fail);
 	if ((m->host_losses = malloc((size_t)max_batch * sizeof(float))) == NULL)
 		fail = 1;

@@ -7,7 +7,9 @@
  * cuDNN's CUDNN_FMA_MATH) unless --precision tf32 allows it, checked
  * against the CPU backend by
  * tests/gpu/backend_gpu.c. The model's layout is the CPU's: NCHW
- * activations, row-major (out, in) weights.
+ * activations, row-major (out, in) weights. bf16 alone stores the 4-D
+ * activations channels-last instead (G.nhwc, nhwc.cu), unless
+ * SHARDKIT_CUDA_NCHW=1: the passes that see them dispatch on G.nhwc.
  *
  * Everything is queued on one stream, in the order the model calls. The
  * copies to and from host memory wait for the stream, since the caller
@@ -37,10 +39,15 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "attention.h"
 #include "kernels.h"
+#include "nhwc.h"
 
 /* cuBLASLt's workspace: enough for its split-K and stream-K kernels. */
 #define LT_WORKSPACE	((size_t)32 << 20)
+/* n rounded up to a multiple of a (a power of two) */
+#define ALIGN_UP(n, a)	(((n) + (a) - 1) & ~(size_t)((a) - 1))
+
 /* Shapes remembered: every GEMM and convolution of the largest model has
  * a few dozen; the tables are open-addressed and never fill. */
 #define GEMM_SLOTS	1024
@@ -71,6 +78,12 @@ static struct {
 	 * one stream orders every use. */
 	void *wbuf, *bbuf, *gbuf;
 	size_t wbuf_n, bbuf_n, gbuf_n;	/* bytes */
+	/* bf16 attention's head-major copies of q, k, v and out */
+	void *abuf;
+	size_t abuf_n;
+	/* bf16: 4-D activations (B,C,H,W) stored channels-last (B,H,W,C),
+	 * cuDNN's fast layout for tensor cores (nhwc.cu) */
+	int nhwc;
 } G;
 
 static void
@@ -182,10 +195,31 @@ cu_set_threads(int n)
 	(void)n;
 }
 
+/* The model's image (C,H,W), from set_image_shape: channels-last needs it
+ * to transpose the loader's NCHW batch, and input_from_f32 gives n alone. */
+static int img_c, img_h, img_w;
+
+static void
+cu_set_image_shape(int C, int H, int W)
+{
+	img_c = C;
+	img_h = H;
+	img_w = W;
+}
+
 static void
 cu_input_from_f32(float *dst, const float *x, size_t n)
 {
-	if (G.bf16 || dst != x)
+	size_t chw = (size_t)img_c * img_h * img_w;
+
+	if (G.nhwc && n > 0) {
+		if (chw == 0 || n % chw != 0)
+			die("input_from_f32", __FILE__, __LINE__, "the image "
+			    "shape is unknown (set_image_shape) or does not "
+			    "divide the input: set SHARDKIT_CUDA_NCHW=1");
+		cuk_nhwc_input_from_f32(dst, x, (int)(n / chw), img_c,
+		    img_h * img_w, G.stream);
+	} else if (G.bf16 || dst != x)
 		cuk_input_from_f32(dst, x, n, G.stream);
 }
 
@@ -288,6 +322,18 @@ align_of(const void *p)
 	uint32_t al = 256;
 
 	while (al > 1 && a % al != 0)
+		al /= 2;
+	return al;
+}
+
+/* al, lowered until it divides a stride of stride elements of type */
+static uint32_t
+stride_align(uint32_t al, long long stride, int type)
+{
+	unsigned long long bytes = (unsigned long long)stride *
+	    (type == CUDA_R_32F ? 4 : 2);
+
+	while (al > 1 && bytes % al != 0)
 		al /= 2;
 	return al;
 }
@@ -415,9 +461,12 @@ gemm_t(int tab, int tc, int ta, int tb, int M, int N, int K, float alpha,
 	k.ta = ta; k.tb = tb; k.M = M; k.N = N; k.K = K;
 	k.lda = lda; k.ldb = ldb; k.ldc = ldc; k.batch = batch;
 	k.sa = sa; k.sb = sb; k.sc = sc;
-	k.al_a = align_of(A);
-	k.al_b = align_of(B);
-	k.al_c = align_of(C);
+	/* every matrix of a batch, not just the first, must have the
+	 * alignment the algorithm is chosen for: att's (T,T) blocks at an
+	 * odd T start on 2-byte boundaries */
+	k.al_a = batch > 1 ? stride_align(align_of(A), sa, tab) : align_of(A);
+	k.al_b = batch > 1 ? stride_align(align_of(B), sb, tab) : align_of(B);
+	k.al_c = batch > 1 ? stride_align(align_of(C), sc, tc) : align_of(C);
 	/* the epilogue wants a 16-byte aligned bias; a kernel adds others */
 	epilogue_bias = bias != NULL && align_of(bias) >= 16 && batch == 1;
 	k.bias = epilogue_bias;
@@ -507,79 +556,91 @@ cu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 /* attention: batched GEMMs and a row softmax                               */
 
 /*
- * The unfused path: for each head h, batched over the B samples (stride
- * T*3C in qkv, T*C in out, NH*T*T in att), the GEMMs of
- * train/cpu/attention.c. Backward needs d(att) for every pair at once:
- * B*NH*T*T floats of scratch.
- */
-/*
- * The bf16 path: the scores go straight into att in bf16 and the softmax
- * runs there in place (PyTorch's math attention in bf16); out = att v in
- * bf16. Pointers step in 2-byte elements.
+ * The bf16 path. q, k and v are first copied head-major, (3,B,NH,T,hd),
+ * so that every product is one GEMM batched over the B NH heads (stride
+ * T hd, or T T in att): a single head's product at T = 197 is too small
+ * to cover its launch. The scores go straight into att in bf16 and the
+ * softmax runs there in place (PyTorch's math attention in bf16); out =
+ * att v in bf16. Pointers step in 2-byte elements. The forward's copies
+ * live in G.abuf: 4 (B,T,C) tensors.
  */
 static void
 attention_forward16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
     int B, int T, int C, int NH)
 {
-	int hd = C / NH, C3 = 3 * C, h;
-	long long sq = (long long)T * C3, so = (long long)T * C;
-	long long sa = (long long)NH * T * T;
+	int hd = C / NH, BH = B * NH;
+	size_t btc = (size_t)B * T * C;
+	long long st = (long long)T * hd, sa = (long long)T * T;
 	float scale = 1.0f / sqrtf((float)hd);
+	size_t qkv3 = ALIGN_UP(3 * btc, 128);	/* out 256-byte aligned */
+	uint16_t *qh = grown(&G.abuf, &G.abuf_n, (qkv3 + btc) * 2);
+	uint16_t *kh = qh + btc, *vh = kh + btc, *oh = qh + qkv3;
 
-	for (h = 0; h < NH; h++) {
-		const uint16_t *q = qkv + (size_t)h * hd, *k = q + C;
-
-		gemm16(1, 0, 1, T, T, hd, scale, q, C3, sq, k, C3, sq, 0.0f,
-		    att + (size_t)h * T * T, T, sa, B, NULL);
-	}
-	cuk_softmax_rows_bf16(att, (long)B * NH * T, T, G.stream);
-	for (h = 0; h < NH; h++)
-		gemm16(1, 0, 0, T, hd, T, 1.0f, att + (size_t)h * T * T, T, sa,
-		    qkv + (size_t)h * hd + 2 * (size_t)C, C3, sq, 0.0f,
-		    out + (size_t)h * hd, C, so, B, NULL);
+	cuk_heads_split(qh, qkv, B, T, C, NH, 3, G.stream);
+	/* att (T,T) = scale q (T,hd) . k^T, every head at once */
+	gemm16(1, 0, 1, T, T, hd, scale, qh, hd, st, kh, hd, st, 0.0f, att, T,
+	    sa, BH, NULL);
+	cuk_softmax_rows_bf16(att, (long)BH * T, T, G.stream);
+	/* o (T,hd) = att (T,T) . v */
+	gemm16(1, 0, 0, T, hd, T, 1.0f, att, T, sa, vh, hd, st, 0.0f, oh, hd,
+	    st, BH, NULL);
+	cuk_heads_merge(out, oh, B, T, C, NH, 1, 0, G.stream);
 }
 
-/*
- * scratch: the fp32 gradient of the probabilities (B,NH,T,T), then the
- * bf16 gradient of the scores after it (the next GEMMs' operand).
- */
+/* Floats of attention_backward16's scratch: the fp32 gradient of the
+ * probabilities (B,NH,T,T), then in bf16 the gradient of the scores (the
+ * next GEMMs' operand), q k v and dO head-major (4 (B,T,C)) and dq dk dv
+ * head-major (3 (B,T,C)). */
+static size_t
+attention_scratch16(int B, int T, int C, int NH)
+{
+	size_t tt = (size_t)B * NH * T * T, btc = (size_t)B * T * C;
+
+	/* each part 256-byte aligned, as a GEMM operand prefers */
+	return ALIGN_UP(tt, 64) + (ALIGN_UP(tt, 128) + ALIGN_UP(3 * btc, 128) +
+	    ALIGN_UP(btc, 128) + 3 * btc + 1) / 2;
+}
+
 static void
 attention_backward16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
     const uint16_t *qkv, const uint16_t *att, int B, int T, int C, int NH)
 {
-	int hd = C / NH, C3 = 3 * C, h;
-	long long sq = (long long)T * C3, so = (long long)T * C;
-	long long sa = (long long)NH * T * T;
+	int hd = C / NH, BH = B * NH;
+	size_t tt = (size_t)BH * T * T, btc = (size_t)B * T * C;
+	long long st = (long long)T * hd, sa = (long long)T * T;
 	float scale = 1.0f / sqrtf((float)hd);
-	uint16_t *ds = (uint16_t *)(scratch + (size_t)B * NH * T * T);
+	/* q, k, v (and dq, dk, dv) are one (3,B,NH,T,hd) block each */
+	uint16_t *ds = (uint16_t *)(scratch + ALIGN_UP(tt, 64));
+	uint16_t *qh = ds + ALIGN_UP(tt, 128), *kh = qh + btc, *vh = kh + btc;
+	uint16_t *doh = qh + ALIGN_UP(3 * btc, 128);
+	uint16_t *dqh = doh + ALIGN_UP(btc, 128), *dkh = dqh + btc;
+	uint16_t *dvh = dkh + btc;
 
-	for (h = 0; h < NH; h++) {
-		size_t qo = (size_t)h * hd;
-		const uint16_t *v = qkv + qo + 2 * (size_t)C, *dO = dout + qo;
-		const uint16_t *a = att + (size_t)h * T * T;
-
-		/* da (T,T) = dO (T,hd) . v^T, fp32 */
-		gemm16(0, 0, 1, T, T, hd, 1.0f, dO, C, so, v, C3, sq, 0.0f,
-		    scratch + (size_t)h * T * T, T, sa, B, NULL);
-		/* dv (T,hd) += a^T (T,T) . dO (T,hd) */
-		gemm16(1, 1, 0, T, hd, T, 1.0f, a, T, sa, dO, C, so, 1.0f,
-		    dqkv + qo + 2 * (size_t)C, C3, sq, B, NULL);
-	}
-	cuk_softmax_rows_backward_bf16(ds, scratch, att, (long)B * NH * T, T,
+	cuk_heads_split(qh, qkv, B, T, C, NH, 3, G.stream);
+	cuk_heads_split(doh, dout, B, T, C, NH, 1, G.stream);
+	/* da (T,T) = dO (T,hd) . v^T, fp32 */
+	gemm16(0, 0, 1, T, T, hd, 1.0f, doh, hd, st, vh, hd, st, 0.0f, scratch,
+	    T, sa, BH, NULL);
+	/* dv (T,hd) = att^T (T,T) . dO */
+	gemm16(1, 1, 0, T, hd, T, 1.0f, att, T, sa, doh, hd, st, 0.0f, dvh, hd,
+	    st, BH, NULL);
+	cuk_softmax_rows_backward_bf16(ds, scratch, att, (long)BH * T, T,
 	    G.stream);
-	for (h = 0; h < NH; h++) {
-		size_t qo = (size_t)h * hd;
-		const uint16_t *q = qkv + qo, *k = q + C;
-		const uint16_t *d = ds + (size_t)h * T * T;
-
-		/* dq (T,hd) += scale ds (T,T) . k; dk += scale ds^T . q */
-		gemm16(1, 0, 0, T, hd, T, scale, d, T, sa, k, C3, sq, 1.0f,
-		    dqkv + qo, C3, sq, B, NULL);
-		gemm16(1, 1, 0, T, hd, T, scale, d, T, sa, q, C3, sq, 1.0f,
-		    dqkv + qo + C, C3, sq, B, NULL);
-	}
+	/* dq (T,hd) = scale ds (T,T) . k; dk = scale ds^T . q */
+	gemm16(1, 0, 0, T, hd, T, scale, ds, T, sa, kh, hd, st, 0.0f, dqh, hd,
+	    st, BH, NULL);
+	gemm16(1, 1, 0, T, hd, T, scale, ds, T, sa, qh, hd, st, 0.0f, dkh, hd,
+	    st, BH, NULL);
+	/* dqkv (B,T,3C) += the three, back in token order */
+	cuk_heads_merge(dqkv, dqh, B, T, C, NH, 3, 1, G.stream);
 }
 
+/*
+ * The unfused path: for each head h, batched over the B samples (stride
+ * T*3C in qkv, T*C in out, NH*T*T in att), the GEMMs of
+ * train/cpu/attention.c. Backward needs d(att) for every pair at once:
+ * B*NH*T*T floats of scratch.
+ */
 static void
 cu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
     int C, int NH)
@@ -619,11 +680,10 @@ cu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 static size_t
 cu_attention_scratch(int B, int T, int C, int NH)
 {
-	size_t n = (size_t)B * NH * T * T;
-
+	if (G.bf16)
+		return attention_scratch16(B, T, C, NH);
 	(void)C;
-	/* bf16: n floats, then n bf16 (attention_backward16) */
-	return G.bf16 ? n + (n + 1) / 2 : n;
+	return (size_t)B * NH * T * T;
 }
 
 static void
@@ -741,6 +801,8 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	cudnnDataType_t dt = G.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+	cudnnTensorFormat_t fmt = G.nhwc ? CUDNN_TENSOR_NHWC :
+	    CUDNN_TENSOR_NCHW;
 	struct conv_plan *p;
 	struct conv_shape key;
 	size_t i, h;
@@ -765,15 +827,21 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	DNN(cudnnCreateTensorDescriptor(&p->bias));
 	DNN(cudnnCreateFilterDescriptor(&p->w));
 	DNN(cudnnCreateConvolutionDescriptor(&p->conv));
-	/* bf16 data (and weights, cast per call) with fp32 accumulation */
-	DNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, s->B, s->C,
-	    s->H, s->W));
-	DNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, s->B, s->K,
-	    s->P, s->Q));
+	/*
+	 * bf16 data (and weights, cast per call) with fp32 accumulation.
+	 * Channels-last (G.nhwc): x, y and the filter are NHWC, the dims
+	 * still given as n, c, h, w; the filter is then (K,R,S,C) in memory
+	 * (conv_weights16). The key needs no layout: G.nhwc is fixed for
+	 * the process.
+	 */
+	DNN(cudnnSetTensor4dDescriptor(p->x, fmt, dt, s->B, s->C, s->H,
+	    s->W));
+	DNN(cudnnSetTensor4dDescriptor(p->y, fmt, dt, s->B, s->K, s->P,
+	    s->Q));
 	DNN(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
 	    CUDNN_DATA_FLOAT, 1, s->K, 1, 1));
-	DNN(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, s->K, s->C,
-	    s->R, s->S));
+	DNN(cudnnSetFilter4dDescriptor(p->w, dt, fmt, s->K, s->C, s->R,
+	    s->S));
 	DNN(cudnnSetConvolution2dDescriptor(p->conv, s->pad, s->pad,
 	    s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
 	    CUDNN_DATA_FLOAT));
@@ -828,10 +896,28 @@ conv_plan(const struct conv_shape *s, size_t limit)
 }
 
 /*
+ * The bf16 copy of a convolution's weights w (K,C,R,S) in G.wbuf: (K,R,S,C)
+ * when the filter descriptor is NHWC (G.nhwc), else as they are.
+ */
+static const void *
+conv_weights16(const struct conv_shape *s, const float *w)
+{
+	size_t nw = (size_t)s->K * s->C * s->R * s->S;
+	void *d;
+
+	if (!G.nhwc)
+		return to_bf16(w, nw, 0);
+	d = grown(&G.wbuf, &G.wbuf_n, nw * 2);
+	cuk_nhwc_weight_to_bf16(d, w, s->K, s->C, s->R * s->S, G.stream);
+	return d;
+}
+
+/*
  * The bf16 backward: data gradient accumulated in bf16 (beta 1) with the
  * bf16 weights; the weight gradient comes out in bf16 (cuDNN's filter
- * type is the data's) and is added into the fp32 one; the bias gradient
- * is summed from the bf16 dout in double.
+ * type and format are the data's) and is added into the fp32 one, back
+ * in (K,C,R,S) order; the bias gradient is summed from the bf16 dout in
+ * double.
  */
 static void
 conv_backward16(struct conv_plan *p, float *dinp, float *dw, float *dbias,
@@ -845,15 +931,22 @@ conv_backward16(struct conv_plan *p, float *dinp, float *dw, float *dbias,
 	if (dinp != NULL) {
 		DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_data_math));
 		DNN(cudnnConvolutionBackwardData(G.dnn, &one, p->w,
-		    to_bf16(w, nw, 0), p->y, dout, p->conv, p->bwd_data,
+		    conv_weights16(s, w), p->y, dout, p->conv, p->bwd_data,
 		    scratch, p->ws, &one, p->x, dinp));
 	}
 	g = grown(&G.gbuf, &G.gbuf_n, nw * 2);
 	DNN(cudnnSetConvolutionMathType(p->conv, p->bwd_filter_math));
 	DNN(cudnnConvolutionBackwardFilter(G.dnn, &one, p->x, inp, p->y, dout,
 	    p->conv, p->bwd_filter, scratch, p->ws, &zero, p->w, g));
-	cuk_acc_bf16(dw, g, nw, G.stream);
-	if (dbias != NULL)
+	if (G.nhwc)
+		cuk_nhwc_acc_weight_grad(dw, g, s->K, s->C, s->R * s->S,
+		    G.stream);
+	else
+		cuk_acc_bf16(dw, g, nw, G.stream);
+	/* dout (B,P,Q,K) channels-last is a (B P Q, K) matrix */
+	if (dbias != NULL && G.nhwc)
+		cuk_bias_grad(dbias, dout, s->B * s->P * s->Q, s->K, G.stream);
+	else if (dbias != NULL)
 		cuk_bias_grad_nchw(dbias, dout, s->B, s->K, s->P * s->Q,
 		    G.stream);
 }
@@ -881,9 +974,12 @@ cu_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
 	p = conv_plan(s, G.conv_ws);
 	DNN(cudnnSetConvolutionMathType(p->conv, p->fwd_math));
 	DNN(cudnnConvolutionForward(G.dnn, &one, p->x, inp, p->w, G.bf16 ?
-	    to_bf16(w, (size_t)s->K * s->C * s->R * s->S, 0) : w, p->conv,
-	    p->fwd, scratch, p->ws, &zero, p->y, out));
-	if (bias != NULL && G.bf16)	/* rounded as a bf16 weight is */
+	    conv_weights16(s, w) : w, p->conv, p->fwd, scratch, p->ws, &zero,
+	    p->y, out));
+	if (bias != NULL && G.nhwc)	/* out (B,P,Q,K): bias per column */
+		cuk_bias_add(out, bf16_bias(bias, s->K), s->B * s->P * s->Q,
+		    s->K, G.stream);
+	else if (bias != NULL && G.bf16)	/* rounded as a bf16 weight is */
 		cuk_bias_add_nchw(out, bf16_bias(bias, s->K), s->B, s->K,
 		    s->P * s->Q, G.stream);
 	else if (bias != NULL)
@@ -929,9 +1025,14 @@ cu_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,
     float *run_mean, float *run_var, float momentum, float eps,
     int training, int update, const float *res, int relu)
 {
-	cuk_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean, rstd,
-	    run_mean, run_var, momentum, eps, training, update, res, relu,
-	    G.stream);
+	if (G.nhwc)
+		cuk_nhwc_batchnorm_forward(B, C, HW, out, inp, gamma, beta,
+		    mean, rstd, run_mean, run_var, momentum, eps, training,
+		    update, res, relu, G.stream);
+	else
+		cuk_batchnorm_forward(B, C, HW, out, inp, gamma, beta, mean,
+		    rstd, run_mean, run_var, momentum, eps, training, update,
+		    res, relu, G.stream);
 }
 
 static void
@@ -940,8 +1041,12 @@ cu_batchnorm_backward(int B, int C, int HW, float *dinp, float *dgamma,
     const float *mean, const float *rstd, float *dres, const float *out,
     int relu)
 {
-	cuk_batchnorm_backward(B, C, HW, dinp, dgamma, dbeta, dout, inp,
-	    gamma, mean, rstd, dres, out, relu, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_batchnorm_backward(B, C, HW, dinp, dgamma, dbeta,
+		    dout, inp, gamma, mean, rstd, dres, out, relu, G.stream);
+	else
+		cuk_batchnorm_backward(B, C, HW, dinp, dgamma, dbeta, dout,
+		    inp, gamma, mean, rstd, dres, out, relu, G.stream);
 }
 
 static void
@@ -984,26 +1089,38 @@ static void
 cu_maxpool_forward(const struct pool_shape *s, float *out, int32_t *idx,
     const float *inp)
 {
-	cuk_maxpool_forward(s, out, idx, inp, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_maxpool_forward(s, out, idx, inp, G.stream);
+	else
+		cuk_maxpool_forward(s, out, idx, inp, G.stream);
 }
 
 static void
 cu_maxpool_backward(const struct pool_shape *s, float *dinp,
     const float *dout, const int32_t *idx)
 {
-	cuk_maxpool_backward(s, dinp, dout, idx, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_maxpool_backward(s, dinp, dout, idx, G.stream);
+	else
+		cuk_maxpool_backward(s, dinp, dout, idx, G.stream);
 }
 
 static void
 cu_avgpool_forward(int B, int C, int HW, float *out, const float *inp)
 {
-	cuk_avgpool_forward(B, C, HW, out, inp, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_avgpool_forward(B, C, HW, out, inp, G.stream);
+	else
+		cuk_avgpool_forward(B, C, HW, out, inp, G.stream);
 }
 
 static void
 cu_avgpool_backward(int B, int C, int HW, float *dinp, const float *dout)
 {
-	cuk_avgpool_backward(B, C, HW, dinp, dout, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_avgpool_backward(B, C, HW, dinp, dout, G.stream);
+	else
+		cuk_avgpool_backward(B, C, HW, dinp, dout, G.stream);
 }
 
 static void
@@ -1027,14 +1144,21 @@ static void
 cu_patchify_forward(float *out, const float *img, int B, int C, int H, int W,
     int p)
 {
-	cuk_patchify_forward(out, img, B, C, H, W, p, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_patchify_forward(out, img, B, C, H, W, p, G.stream);
+	else
+		cuk_patchify_forward(out, img, B, C, H, W, p, G.stream);
 }
 
 static void
 cu_patchify_backward(float *dimg, const float *dout, int B, int C, int H,
     int W, int p)
 {
-	cuk_patchify_backward(dimg, dout, B, C, H, W, p, G.stream);
+	if (G.nhwc)
+		cuk_nhwc_patchify_backward(dimg, dout, B, C, H, W, p,
+		    G.stream);
+	else
+		cuk_patchify_backward(dimg, dout, B, C, H, W, p, G.stream);
 }
 
 static void
@@ -1113,6 +1237,7 @@ static struct backend cuda_backend = {
 	.name = "cuda",
 	.act_elt = sizeof(float),	/* 2 with bf16: backend_cuda() */
 	.input_from_f32 = cu_input_from_f32,
+	.set_image_shape = cu_set_image_shape,
 	.alloc = cu_alloc,
 	.free = cu_free,
 	.zero = cu_zero,
@@ -1182,6 +1307,12 @@ backend_cuda(int device, enum cuda_precision prec, int deterministic,
 	G.tf32 = prec == CUDA_TF32;
 	G.bf16 = prec == CUDA_BF16;
 	G.det = deterministic != 0;
+	/* SHARDKIT_CUDA_NCHW=1: bf16 keeps NCHW, the fallback for diagnosis */
+	{
+		const char *v = getenv("SHARDKIT_CUDA_NCHW");
+
+		G.nhwc = G.bf16 && !(v != NULL && strcmp(v, "1") == 0);
+	}
 	cuda_backend.act_elt = G.bf16 ? 2 : sizeof(float);
 	cuk_set_bf16(G.bf16);
 	if ((ce = cudaGetDeviceCount(&n)) != cudaSuccess || n <= 0) {

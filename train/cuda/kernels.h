@@ -166,6 +166,11 @@ void cuk_bias_add_nchw(float *out, const float *bias, int B, int K, int PQ,
  * PQ, in double, in a fixed order */
 void cuk_bias_grad_nchw(float *dbias, const float *dout, int B, int K,
     int PQ, void *stream);
+/* The launchers' shared device workspace (the split reductions' partial
+ * sums) with room for bytes, or NULL when the pool has none. Grown on the
+ * stream, so it stays valid for the work queued after this call until the
+ * next call; a launcher asks once and uses it for all its kernels. */
+void *cuk_workspace(size_t bytes, void *stream);
 /* dst (n activation elements) = x (n floats), rounded to the storage */
 void cuk_input_from_f32(float *dst, const float *x, size_t n, void *stream);
 
