@@ -15,6 +15,8 @@
 #     quick     shardtrain bf16 and fp32 (busy images/s, peak memory),
 #               a bf16 --profile run, and PyTorch eager bf16, for ResNet-50
 #               at 256 and ViT-L/16 at 64: the first look
+#     profile   shardtrain --profile, bf16, both cases; and ResNet-50 with
+#               SHARDKIT_CUDA_NCHW=1 (the NCHW fallback) for comparison
 #     bench     bench/gpu-train.sh --budget: shardtrain bf16 and fp32
 #               against PyTorch eager bf16 and fp32, ResNet-50 at 256 and
 #               ViT-L/16 at 64, one round (add rounds by running it again)
@@ -103,6 +105,21 @@ stage_quick() {
 	done
 }
 
+# where the bf16 step's time goes (--profile syncs after every layer), and
+# ResNet-50 with the NCHW fallback (SHARDKIT_CUDA_NCHW=1) beside NHWC
+stage_profile() {
+	in_bundle bash -c '
+	for c in "resnet50 256" "vit-l16 64"; do
+		set -- $c
+		"$SHARDTRAIN" --backend cuda --model $1 --classes 1000 \
+		    --batch $2 --steps 6 --profile -q --ceiling-steps 0 \
+		    2>&1 | grep -v "^ *\(hint\|evidence\)"
+	done
+	SHARDKIT_CUDA_NCHW=1 "$SHARDTRAIN" --backend cuda --model resnet50 \
+	    --classes 1000 --batch 256 --steps 12 -q --json "$1/nchw.json"
+	python3 "$2/tests/gpu/summary.py" "$1/nchw.json"' _ "$out" "$root"
+}
+
 stage_bench() {
 	ST_PRECISIONS="bf16 fp32" PT_PRECISIONS="bf16 fp32" \
 	    PT_VARIANTS=eager in_bundle sh -c \
@@ -142,7 +159,7 @@ stage_report() {
 rc=0
 for s in "$@"; do
 	case $s in
-	info|tests|sanitize|quick|bench|compile|verdict|report) ;;
+	info|tests|sanitize|quick|profile|bench|compile|verdict|report) ;;
 	*) echo "device-check.sh: unknown stage '$s'" >&2; exit 2 ;;
 	esac
 	say "stage $s"

@@ -13,6 +13,7 @@
 #    still follows the cpu emulation within 2e-2;
 #  - --precision tf32 trains (its losses within 5e-2 of fp32's);
 #  - --batch auto finds a batch and trains at it;
+#  - the compute-alone ceiling is at least the run's busy rate (5%);
 #  - on packed CIFAR-10 shards, where the loader's device mode copies u8
 #    batches and normalises them on the GPU, the losses follow the cpu
 #    backend's (fed on the host) within 1e-3;
@@ -191,6 +192,26 @@ if "$st" "${resnet[@]}" --backend cuda --batch auto --steps 2 \
 	ok "--batch auto: $(grep 'batch auto' "$T/auto.err")"
 else
 	fail "--batch auto: $(cat "$T/auto.err")"
+fi
+
+# the compute-alone ceiling measures the GPU: on synthetic data behind a
+# throttle that never binds (so the ceiling runs), it is at least the
+# run's own busy rate (images over step time less data wait), within 5%
+if "$st" "${resnet[@]}" --backend cuda --batch 64 --steps 30 \
+    --throttle 1000000 --ceiling-steps 20 -q --json "$T/ceil.json" \
+    >"$T/ceil.out" 2>"$T/ceil.err" && r=$(python3 - "$T/ceil.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["result"]
+s = r["stage_seconds"]
+busy = r["images"] / (s["step"] - s["data_wait"])
+c = r["compute_images_per_second"]
+print("compute alone %.0f images/s, the run's busy rate %.0f" % (c, busy))
+sys.exit(0 if c >= 0.95 * busy else 1)
+EOF
+); then
+	ok "the compute-alone ceiling: $r"
+else
+	fail "the compute-alone ceiling: $r $(cat "$T/ceil.err")"
 fi
 
 # real data through the loader's device mode, against the host path
