@@ -25,8 +25,8 @@
 #define ATT_SLOTS 64
 
 /* Threads for a loop over pairs: no more than there are pairs, or cap. */
-static int
-team(int pairs, int cap)
+int
+cpu_attention_team(int pairs, int cap)
 {
 	int n = cpu_threads();
 
@@ -38,8 +38,8 @@ team(int pairs, int cap)
 }
 
 /* One row of scores -> probabilities, max subtracted first. */
-static void
-softmax_row(float *x, int n)
+void
+cpu_softmax_row(float *x, int n)
 {
 	float max = x[0];
 	double sum = 0.0;
@@ -71,7 +71,7 @@ cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || hd <= 0)
 		return;
-	nthr = team(pairs, pairs);
+	nthr = cpu_attention_team(pairs, pairs);
 	#pragma omp parallel for num_threads(nthr) schedule(static)
 	for (bh = 0; bh < pairs; bh++) {
 		int b = bh / NH, h = bh % NH, i;
@@ -84,7 +84,7 @@ cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 		cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd,
 		    scale, q, C3, k, C3, 0.0f, a, T);
 		for (i = 0; i < T; i++)
-			softmax_row(a + (size_t)i * T, T);
+			cpu_softmax_row(a + (size_t)i * T, T);
 		/* o (T,hd) = a (T,T) . v (T,hd) */
 		cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T,
 		    1.0f, a, T, v, C3, 0.0f, o, C);
@@ -118,7 +118,7 @@ cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || hd <= 0)
 		return;
-	nthr = team(pairs, ATT_SLOTS);
+	nthr = cpu_attention_team(pairs, ATT_SLOTS);
 	#pragma omp parallel num_threads(nthr)
 	{
 #ifdef _OPENMP

@@ -377,41 +377,6 @@ bf16_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
  * (cpu_sgemm) on one thread, so the bits do not depend on the thread count.
  */
 
-/* Threads for a loop over pairs: no more than there are pairs, or cap. */
-static int
-team(int pairs, int cap)
-{
-	int n = cpu_threads();
-
-	if (n > pairs)
-		n = pairs;
-	if (n > cap)
-		n = cap;
-	return n < 1 ? 1 : n;
-}
-
-/* One row of scores -> probabilities, max subtracted first (as
- * attention.c); fp32, with the sum in double. */
-static void
-softmax_row(float *x, int n)
-{
-	float max = x[0];
-	double sum = 0.0;
-	float inv;
-	int j;
-
-	for (j = 1; j < n; j++)
-		if (x[j] > max)
-			max = x[j];
-	for (j = 0; j < n; j++) {
-		x[j] = expf(x[j] - max);
-		sum += x[j];
-	}
-	inv = (float)(1.0 / sum);
-	for (j = 0; j < n; j++)
-		x[j] *= inv;
-}
-
 // qkv (B,T,3C) -> att (B,NH,T,T) bf16 values, out (B,T,C) bf16 values
 static void
 bf16_attention_forward(float *out, float *att, const float *qkv, int B,
@@ -422,7 +387,7 @@ bf16_attention_forward(float *out, float *att, const float *qkv, int B,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || hd <= 0)
 		return;
-	nthr = team(pairs, pairs);
+	nthr = cpu_attention_team(pairs, pairs);
 	#pragma omp parallel for num_threads(nthr) schedule(static)
 	for (bh = 0; bh < pairs; bh++) {
 		int b = bh / NH, h = bh % NH, i;
@@ -437,7 +402,7 @@ bf16_attention_forward(float *out, float *att, const float *qkv, int B,
 		    scale, q, C3, k, C3, 0.0f, a, T);
 		round_rows(a, T, T, (size_t)T);
 		for (i = 0; i < T; i++)
-			softmax_row(a + (size_t)i * T, T);
+			cpu_softmax_row(a + (size_t)i * T, T);
 		round_rows(a, T, T, (size_t)T);
 		/* o (T,hd) = a (T,T) . v (T,hd) */
 		cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T,
@@ -468,7 +433,7 @@ bf16_attention_backward(float *dqkv, float *scratch, const float *dout,
 
 	if (B <= 0 || T <= 0 || NH <= 0 || hd <= 0)
 		return;
-	nthr = team(pairs, ATT_SLOTS);
+	nthr = cpu_attention_team(pairs, ATT_SLOTS);
 	#pragma omp parallel num_threads(nthr)
 	{
 #ifdef _OPENMP

@@ -55,6 +55,12 @@ const char *cpu_blas_config(void);
  * process started, divided by the team's size: comparable with wall time. */
 double cpu_gemm_seconds(void);
 
+/* attention.c's helpers, shared with the bf16 emulation (bf16.c): the
+ * threads for a loop over (b,h) pairs, and one row of scores turned into
+ * probabilities in place (max subtracted first, the sum in double). */
+int cpu_attention_team(int pairs, int cap);
+void cpu_softmax_row(float *x, int n);
+
 size_t cpu_conv2d_scratch(const struct conv_shape *s);
 void cpu_conv2d_forward(const struct conv_shape *s, float *out, const float
     *inp, const float *w, const float *bias, float *scratch);
