@@ -14,8 +14,9 @@
  *
  * Precision (act_elt): an fp32 backend stores activations and their
  * gradients as floats (act_elt 4). A bf16 backend (AMP-O2: --precision
- * bf16) stores them as bfloat16 (act_elt 2) and casts the fp32 weights to
- * bf16 where a GEMM or convolution reads them; the pointers keep their
+ * bf16) stores them as bfloat16 (act_elt 2) and casts the fp32 weights and
+ * biases to bf16 where a GEMM or convolution reads them (attention's
+ * scores and probabilities are stored in bf16 too); the pointers keep their
  * float type but address 2-byte elements. What stays fp32 in every
  * precision: parameters (the master weights) and their gradients,
  * optimizer state, batch-norm running statistics, the saved statistics of
@@ -67,6 +68,11 @@ struct backend {
 	 * of its own (the CUDA backend's bf16 channels-last) needs it to
 	 * place the (B,C,H,W) batch. NULL (the CPU backends): not needed. */
 	void (*set_image_shape)(int C, int H, int W);
+	/* The floats of scratch model_alloc allocated (the most any
+	 * conv2d_scratch or attention_scratch asked for at its max_batch):
+	 * a pass on a shape first seen later (a short last batch) must make
+	 * do with it. NULL (the CPU backends): not needed. */
+	void (*set_scratch)(size_t floats);
 	/* Threads used by the CPU kernels and BLAS, at least 1 (the tool's
 	 * default is cli_cpus_per_rank()). */
 	void (*set_threads)(int n);

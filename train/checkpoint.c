@@ -41,6 +41,11 @@ ckpt_settings_make(const struct train_config *cfg, struct ckpt_settings *set,
 	ckpt_setting(set, "--global-batch", "%d", cfg->batch);
 	ckpt_setting(set, "--seed", "%" PRIu64, cfg->seed);
 	ckpt_setting(set, "--image-size", "%d", cfg->model.image_size);
+	/* another precision is another run (and --backend cuda's default
+	 * became bf16); fp32 is not recorded, so fp32 checkpoints from before
+	 * precisions were recorded still resume */
+	if (strcmp(cfg->precision, "fp32") != 0)
+		ckpt_setting(set, "--precision", "%s", cfg->precision);
 	/* A manifest is known by its bytes, so the same shards may be read
 	 * from another place; a pattern only by its text. */
 	if (lc->manifest != NULL) {

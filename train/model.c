@@ -983,9 +983,10 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 		if (a->has_grad)
 			a->grad = m->gplan + a->goff;
 	}
-	/* one scratch for the largest conv or attention */
+	/* one scratch for the largest conv or attention; none asked for
+	 * once out of memory (a GPU backend's trials need room) */
 	scratch = 0;
-	for (i = 0; i < m->nlayers; i++) {
+	for (i = 0; i < m->nlayers && !fail; i++) {
 		const struct layer *L = &m->layers[i];
 		size_t s = 0;
 
@@ -1002,6 +1003,8 @@ model_alloc(struct model *m, const struct backend *be, int max_batch,
 	}
 	m->scratch_floats = scratch;
 	m->scratch = xalloc(m, scratch, &fail);
+	if (!fail && be->set_scratch != NULL)
+		be->set_scratch(scratch);
 	if (be->act_elt != sizeof(float))
 		m->xin = xalloc(m, act_elems(&m->acts[m->input], max_batch),
 		    &fail);

@@ -414,6 +414,7 @@ check_config(struct run *r)
 	FIELD("--classes", "%d", cfg->model.num_classes);
 	FIELD("--backend", "%s", cfg->backend);
 	FIELD("--precision", "%s", cfg->precision);
+	FIELD("--deterministic", "%d", cfg->deterministic);
 	FIELD("--strategy", "%d", (int)cfg->strategy);
 	FIELD("--global-batch", "%d", cfg->batch);
 	FIELD("--data", "%.150s", cfg->data);

@@ -64,6 +64,14 @@ for m in resnet vit; do
 	}
 done
 
+say "a bf16 checkpoint resumes in bf16 only"
+ck=("${TINY_VIT[@]}" --backend cpu --batch 16 --steps 4 --ceiling-steps 0 -q
+    --checkpoint-dir "$T/ck" --checkpoint-every 2)
+trn ck --precision bf16 "${ck[@]}"
+trn_rc 1 ckfp32 "${ck[@]}" --steps 6 --resume
+has ckfp32.err "written with --precision bf16, which this run does not have"
+trn ckbf16 --precision bf16 "${ck[@]}" --steps 6 --resume
+
 say "tf32 is a GPU precision"
 trn_rc 2 tf32 --backend cpu --precision tf32 "${TINY_VIT[@]}" --steps 1
 is_st_usage_error tf32

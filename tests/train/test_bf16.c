@@ -186,8 +186,8 @@ TEST(bf16_round_values)
 /*
  * Convolution: the weights are read as bf16 (the fp32 master untouched),
  * out and dinp are stored bf16, the weight gradient is rounded before it
- * is added to the fp32 gradient, the bias is read in bf16 and its
- * gradient is not rounded. The
+ * is added to the fp32 gradient, the bias is read in bf16 and added to
+ * the stored (rounded) output, and its gradient is not rounded. The
  * reference is the fp32 kernels on the rounded weights, rounded where the
  * GPU rounds: the same arithmetic, so the same bits.
  */
@@ -218,11 +218,14 @@ TEST(bf16_conv_rounding_points)
 
 	be->conv2d_forward(&s, out, inp, w, bias, scratch);
 	check_bits("master weights after forward", w, w0, nw);
-	br = rounded(bias, (size_t)s.K);	/* a bias is read in bf16 too */
-	cpu_conv2d_forward(&s, ref, inp, wr, br, scratch);
+	/* the GPU stores the convolution in bf16, then adds the bias (read
+	 * in bf16 too) and stores again */
+	br = rounded(bias, (size_t)s.K);
+	cpu_conv2d_forward(&s, ref, inp, wr, NULL, scratch);
 	CHECK(count_not_bf16(ref, no) > 0);
 	for (i = 0; i < no; i++)
-		ref[i] = bf16_round(ref[i]);
+		ref[i] = bf16_round(bf16_round(ref[i]) +
+		    br[(i / ((size_t)s.P * s.Q)) % (size_t)s.K]);
 	check_bits("conv out", out, ref, no);
 
 	/* backward: dinp starts from bf16 values, dw from fp32 ones */

@@ -173,10 +173,19 @@ bf16_conv2d_forward(const struct conv_shape *s, float *out, const float *inp,
     const float *w, const float *bias, float *scratch)
 {
 	size_t nw = (size_t)s->K * s->C * s->R * s->S;
+	size_t pq = (size_t)s->P * s->Q, n = (size_t)s->B * s->K * pq;
+	const float *br;
 
-	cpu_conv2d_forward(s, out, inp, weights_bf16(w, nw),
-	    bias_bf16(bias, (size_t)s->K), scratch);
-	round_n(out, (size_t)s->B * s->K * s->P * s->Q);
+	/* the GPU stores the convolution in bf16, then adds the bf16 bias
+	 * and stores again: two roundings */
+	cpu_conv2d_forward(s, out, inp, weights_bf16(w, nw), NULL, scratch);
+	round_n(out, n);
+	if ((br = bias_bf16(bias, (size_t)s->K)) == NULL)
+		return;
+#pragma omp parallel for schedule(static) if (n > CPU_PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		out[i] += br[(i / pq) % (size_t)s->K];
+	round_n(out, n);
 }
 
 /*
@@ -493,7 +502,8 @@ bf16_patchify_forward(float *out, const float *img, int B, int C, int H,
     int W, int p)
 {
 	cpu_patchify_forward(out, img, B, C, H, W, p);
-	round_n(out, (size_t)B * C * H * W);
+	if (p > 0)	/* out is (B, T, C p p), T = (H/p)(W/p) */
+		round_n(out, (size_t)B * (H / p) * (W / p) * C * p * p);
 }
 
 static void

@@ -199,6 +199,14 @@ cu_set_threads(int n)
  * to transpose the loader's NCHW batch, and input_from_f32 gives n alone. */
 static int img_c, img_h, img_w;
 
+/* Passes on shapes first seen after model_alloc pick algorithms that fit
+ * the scratch the model has, not the most any earlier model asked for. */
+static void
+cu_set_scratch(size_t floats)
+{
+	G.conv_ws = floats * sizeof(float);
+}
+
 static void
 cu_set_image_shape(int C, int H, int W)
 {
@@ -235,8 +243,9 @@ grown(void **buf, size_t *have, size_t bytes)
 		if (cudaMallocAsync(buf, bytes, G.stream) != cudaSuccess) {
 			(void)cudaGetLastError();
 			die("cudaMallocAsync", __FILE__, __LINE__, "out of GPU "
-			    "memory for a bf16 copy of the weights: try a "
-			    "smaller --batch or --checkpoint-activations");
+			    "memory for a working buffer (bf16 weights, "
+			    "attention's heads): try a smaller --batch or "
+			    "--checkpoint-activations");
 		}
 		*have = bytes;
 	}
@@ -776,7 +785,18 @@ math_ok(cudnnMathType_t m)
  * allowed math type and, with --deterministic, is deterministic. The
  * three directions' result types share these fields, hence a macro.
  */
-#define PICK(perf, n, limit, j, dir) do {				\
+/* After a cudnnFind* that failed (out of memory, most likely): its
+ * cudaMalloc's error is not sticky, but it would surface at the next
+ * check as the run's error, so it is read here. 0: no algorithm yet. */
+static int
+find_failed(void)
+{
+	if (!G.det)
+		(void)cudaGetLastError();
+	return 0;
+}
+
+#define FIRST_OK(perf, n, limit, j) do {				\
 	for ((j) = 0; (j) < (n); (j)++)					\
 		if ((perf)[j].status == CUDNN_STATUS_SUCCESS &&		\
 		    (!G.det ||						\
@@ -784,6 +804,9 @@ math_ok(cudnnMathType_t m)
 		    (perf)[j].memory <= (limit) &&			\
 		    math_ok((perf)[j].mathType))			\
 			break;						\
+} while (0)
+#define PICK(perf, n, limit, j, dir) do {				\
+	FIRST_OK(perf, n, limit, j);					\
 	if ((j) == (n))							\
 		die("conv_plan", __FILE__, __LINE__, "no " dir		\
 		    " algorithm fits the workspace");			\
@@ -854,23 +877,35 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	 * --deterministic: the heuristics' ranking, the same every run.
 	 * Else cudnnFind* times every algorithm on this shape once (its own
 	 * buffers, synchronously), as cudnn.benchmark does, fastest first.
+	 * Find allocates those buffers with cudaMalloc, so the pool first
+	 * gives back what it keeps unused (after a --batch auto trial that
+	 * did not fit, that is most of the GPU); where Find still fails, or
+	 * none of its algorithms fits, the heuristics choose.
 	 */
-	if (G.det)
-		DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w,
-		    p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+	if (!G.det)
+		(void)cudaMemPoolTrimTo(G.pool, 0);
+	n = 0;
+	if (!G.det && cudnnFindConvolutionForwardAlgorithm(G.dnn, p->x, p->w,
+	    p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp) ==
+	    CUDNN_STATUS_SUCCESS)
+		FIRST_OK(fp, n, limit, j);
 	else
-		DNN(cudnnFindConvolutionForwardAlgorithm(G.dnn, p->x, p->w,
+		j = n = find_failed();
+	if (j == n)
+		DNN(cudnnGetConvolutionForwardAlgorithm_v7(G.dnn, p->x, p->w,
 		    p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
 	PICK(fp, n, limit, j, "forward");
 	p->fwd = fp[j].algo;
 	p->fwd_math = fp[j].mathType;
 	p->ws = fp[j].memory;
-	if (G.det)
-		DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G.dnn, p->w,
-		    p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-		    &n, dp));
+	if (!G.det && cudnnFindConvolutionBackwardDataAlgorithm(G.dnn, p->w,
+	    p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+	    dp) == CUDNN_STATUS_SUCCESS)
+		FIRST_OK(dp, n, limit, j);
 	else
-		DNN(cudnnFindConvolutionBackwardDataAlgorithm(G.dnn, p->w,
+		j = n = find_failed();
+	if (j == n)
+		DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G.dnn, p->w,
 		    p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
 		    &n, dp));
 	PICK(dp, n, limit, j, "backward-data");
@@ -878,12 +913,14 @@ conv_plan(const struct conv_shape *s, size_t limit)
 	p->bwd_data_math = dp[j].mathType;
 	if (dp[j].memory > p->ws)
 		p->ws = dp[j].memory;
-	if (G.det)
-		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G.dnn, p->x,
-		    p->y, p->conv, p->w,
-		    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+	if (!G.det && cudnnFindConvolutionBackwardFilterAlgorithm(G.dnn, p->x,
+	    p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+	    wp) == CUDNN_STATUS_SUCCESS)
+		FIRST_OK(wp, n, limit, j);
 	else
-		DNN(cudnnFindConvolutionBackwardFilterAlgorithm(G.dnn, p->x,
+		j = n = find_failed();
+	if (j == n)
+		DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G.dnn, p->x,
 		    p->y, p->conv, p->w,
 		    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
 	PICK(wp, n, limit, j, "backward-filter");
@@ -1238,6 +1275,7 @@ static struct backend cuda_backend = {
 	.act_elt = sizeof(float),	/* 2 with bf16: backend_cuda() */
 	.input_from_f32 = cu_input_from_f32,
 	.set_image_shape = cu_set_image_shape,
+	.set_scratch = cu_set_scratch,
 	.alloc = cu_alloc,
 	.free = cu_free,
 	.zero = cu_zero,
