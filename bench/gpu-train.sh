@@ -18,9 +18,8 @@
 #               "bf16 fp32" for both)
 #   PyTorch     bench/torch_gpu_train.py --model MODEL --batch BATCH
 #               --precision P for each P in PT_PRECISIONS (default
-#               "fp32 bf16": fp32 with TF32 off is the comparison, bf16
-#               autocast is recorded for reference until shardtrain has
-#               it) and each variant in PT_VARIANTS (default "compile":
+#               "fp32 bf16": fp32 with TF32 off, and bf16 autocast) and
+#               each variant in PT_VARIANTS (default "compile":
 #               torch.compile, channels-last for ResNet; also "eager",
 #               "compile-nchw", "eager-nchw")
 # with shardtrain's defaults on both sides: label smoothing 0.1; SGD

@@ -37,8 +37,8 @@ train/optim.c):
 
 Precision:
   fp32  float32 everywhere, TF32 off (torch.backends.cuda.matmul.allow_tf32
-        and torch.backends.cudnn.allow_tf32 False): what shardtrain's CUDA
-        backend computes in its first milestone;
+        and torch.backends.cudnn.allow_tf32 False), as shardtrain's
+        --precision fp32;
   tf32  float32 tensors, TF32 tensor cores on for matmuls and convolutions
         (for reference);
   bf16  torch.autocast(device_type="cuda", dtype=torch.bfloat16) around the

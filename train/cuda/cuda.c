@@ -3,10 +3,12 @@
  * cuBLASLt, convolutions through cuDNN, and the table that points the rest
  * at the kernels of kernels.cu.
  *
- * This is the fp32 backend, with TF32 off (cuBLASLt's CUBLAS_COMPUTE_32F,
- * cuDNN's CUDNN_FMA_MATH) unless --precision tf32 allows it, checked
- * against the CPU backend by
- * tests/gpu/backend_gpu.c. The model's layout is the CPU's: NCHW
+ * Precisions: bf16 AMP-O2 (backend.h: bf16 activations, weights cast per
+ * call, fp32 accumulation on the tensor cores), fp32 with TF32 off
+ * (cuBLASLt's CUBLAS_COMPUTE_32F, cuDNN's CUDNN_FMA_MATH), or tf32. fp32
+ * is checked against the CPU backend by tests/gpu/backend_gpu.c, bf16
+ * against the CPU's bf16 emulation by tests/gpu/train_gpu.sh. The
+ * model's layout is the CPU's: NCHW
  * activations, row-major (out, in) weights. bf16 alone stores the 4-D
  * activations channels-last instead (G.nhwc, nhwc.cu), unless
  * SHARDKIT_CUDA_NCHW=1: the passes that see them dispatch on G.nhwc.
@@ -17,8 +19,9 @@
  * error is fatal: the message names the call, and the process exits (an
  * MPI launcher then stops the other ranks).
  *
- * Determinism: cuDNN's algorithms are chosen among the deterministic ones,
- * once per shape, and cuBLASLt's reductions are deterministic whatever the
+ * Determinism: with --deterministic, cuDNN's algorithms are chosen among
+ * the deterministic ones by its heuristics, once per shape (else the
+ * fastest of its timed trials), and cuBLASLt's reductions are deterministic whatever the
  * algorithm (its split-K modes sum in a fixed order), so one GPU model
  * gives the same bits run to run.
  */

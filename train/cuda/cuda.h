@@ -1,10 +1,13 @@
 /*
  * cuda.h - the CUDA backend (train/cuda/): the table of backend.h filled
- * with device pointers. fp32 math, TF32 off unless asked: every result is
- * checked against the fp32 CPU backend (tests/gpu/backend_gpu.c).
+ * with device pointers. bf16 AMP-O2 by default in shardtrain, or fp32 with
+ * TF32 off, or tf32: fp32 results are checked against the CPU backend
+ * (tests/gpu/backend_gpu.c), bf16 ones against its bf16 emulation
+ * (tests/gpu/train_gpu.sh).
  *
  * cuda.c holds memory, the stream, cuBLASLt (GEMMs and attention's batched
- * GEMMs) and cuDNN (convolutions); kernels.cu holds every other kernel.
+ * GEMMs) and cuDNN (convolutions); kernels.cu, attention.cu and nhwc.cu
+ * hold every other kernel (common.cuh what they share).
  * All work is queued on one compute stream; sync() waits for it, and
  * to_host() waits for what came before it. Memory comes from CUDA's
  * stream-ordered pool, which keeps what is freed: the model allocates its
