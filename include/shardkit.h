@@ -544,6 +544,14 @@ enum sk_remainder {
 	SK_REMAINDER_KEEP	/* every sample; trailing batches may be short */
 };
 
+/* What the source holds: tar shards, or the image files of a class-per-
+ * folder tree ROOT/CLASS/IMAGE (labels: the indexes of the sorted class
+ * names; keys: "CLASS/stem", as "shardtool pack folder" gives them). Auto:
+ * a manifest or pattern is shards; a folder (a local directory, or a URL
+ * ending in '/') that holds .tar files is shards, one that holds none but
+ * has subfolders is a files tree. */
+enum sk_form { SK_FORM_AUTO = 0, SK_FORM_SHARDS, SK_FORM_FILES };
+
 /* Why a planned sample did not reach a batch. */
 enum sk_skip_reason {
 	SK_SKIP_DECODE = 0,	/* the image would not decode */
@@ -558,6 +566,7 @@ enum sk_skip_reason {
 struct sk_loader_config {
 	const char *urls;	/* a shard pattern (sk_url_expand), or */
 	const char *manifest;	/* a manifest; sample counts come from it */
+	enum sk_form form;	/* what urls holds (auto) */
 	int batch;		/* 256 */
 	int epoch;		/* the first epoch (0) */
 	int epochs;		/* epochs to stream (1) */
@@ -633,7 +642,8 @@ struct sk_loader_stats {
 	uint64_t mismatched_shards;
 	uint64_t planned;	/* samples this rank's epochs hold */
 	int64_t batches_per_epoch;
-	size_t nshards;		/* in the data set */
+	size_t nshards;		/* in the data set (files form: files) */
+	size_t nclasses;	/* files form: class folders (shards: 0) */
 	uint64_t dataset_samples;
 	/* seconds, summed over the threads of each stage */
 	double wall;		/* since open */
@@ -659,6 +669,14 @@ int sk_loader_release(sk_loader *l, struct sk_batch *b);
 int sk_loader_stats(sk_loader *l, struct sk_loader_stats *st);
 void sk_loader_close(sk_loader *l);
 const char *sk_skip_reason_name(enum sk_skip_reason r);
+/* What cfg's source holds (cfg->form, or what auto finds there, listing
+ * its root folder once), without opening a loader: a tool that must size
+ * something by the classes (a model's head) asks first. *form is
+ * SK_FORM_SHARDS or SK_FORM_FILES; for files, the sorted class names (a
+ * label is an index) are appended to classes when it is not NULL. 0, or
+ * < 0 with err naming the folder. */
+int sk_loader_source_form(const struct sk_loader_config *cfg,
+    enum sk_form *form, struct sk_strlist *classes, struct sk_error *err);
 size_t sk_dtype_size(enum sk_dtype t);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@ static const char *const crops[] = { "random-resized", "center", "none",
 static const char *const dtypes[] = { "u8", "f32", "bf16", "f16", NULL };
 static const char *const layouts[] = { "nhwc", "nchw", NULL };
 static const char *const remainders[] = { "drop", "keep", NULL };
+static const char *const forms[] = { "auto", "shards", "files", NULL };
 
 #define OPT(name, id, type, arg, help, min, max) \
 	{ name, 0, id, type, arg, help, min, max, NULL, 0 }
@@ -36,6 +37,11 @@ const struct cli_option cli_loader_data[] = {
 	    "skip images with more pixels (100000000)", 1, 1e15),
 	OPT("max-sample-size", CLI_L_MAX_SAMPLE, CLI_SIZE, "SIZE",
 	    "skip samples larger than this, unread (256M)", 1, 1ULL << 40),
+	{ "form", 0, CLI_L_FORM, CLI_CHOICE, "auto|shards|files",
+	    "what SOURCE holds: tar shards, or image files in\n"
+	    "CLASS folders (auto: a folder with .tar files is\n"
+	    "shards, one with only subfolders a files tree)", 0, 0, forms,
+	    0 },
 	END
 };
 
@@ -132,6 +138,7 @@ cli_loader_set(struct cli_loader *l, const struct cli_option *o,
 	case CLI_L_PREFETCH: c->prefetch_bytes = (size_t)v->u; break;
 	case CLI_L_RING: c->ring = (int)v->i; break;
 	case CLI_L_REMAINDER: c->remainder = (enum sk_remainder)v->i; break;
+	case CLI_L_FORM: c->form = (enum sk_form)v->i; break;
 	case CLI_L_RESUME_BATCH: c->resume_batch = (int)v->i; break;
 	case CLI_L_STRICT: c->strict = 1; break;
 	case CLI_L_MAX_PIXELS: c->max_pixels = (uint64_t)v->i; break;
@@ -231,4 +238,10 @@ const char *
 cli_remainder_name(enum sk_remainder r)
 {
 	return (unsigned)r < 2 ? remainders[r] : "?";
+}
+
+const char *
+cli_form_name(enum sk_form f)
+{
+	return (unsigned)f < 3 ? forms[f] : "?";
 }

@@ -260,7 +260,7 @@ enum {
 	CLI_L_MAX_PIXELS, CLI_L_MAX_SAMPLE, CLI_L_NO_DECODE, CLI_L_RANK,
 	CLI_L_WORLD, CLI_L_DEVICE, CLI_L_IMAGE_SIZE, CLI_L_CROP, CLI_L_SCALE,
 	CLI_L_RATIO, CLI_L_RESIZE, CLI_L_FLIP, CLI_L_NO_FLIP, CLI_L_DTYPE,
-	CLI_L_LAYOUT, CLI_L_MEAN, CLI_L_STD,
+	CLI_L_LAYOUT, CLI_L_MEAN, CLI_L_STD, CLI_L_FORM,
 	CLI_LOADER_LAST
 };
 
@@ -338,5 +338,6 @@ const char *cli_crop_name(enum sk_crop c);
 const char *cli_dtype_name(enum sk_dtype d);
 const char *cli_layout_name(enum sk_layout l);
 const char *cli_remainder_name(enum sk_remainder r);
+const char *cli_form_name(enum sk_form f);
 
 #endif /* SK_CLI_H */

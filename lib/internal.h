@@ -123,6 +123,10 @@ extern const struct sk__source_ops sk__source_file_ops;
  * begin with a dot) as paths under u->path, appended to out, sorted. */
 int sk__file_list(const struct sk_url *u, const char *url,
     struct sk_strlist *out, struct sk_error *err);
+/* A local folder's folders and regular files (see sk__folder_entries),
+ * url naming it in messages. */
+int sk__file_list_entries(const char *dir, const char *url,
+    struct sk__entries *out, struct sk_error *err);
 extern const struct sk__source_ops sk__source_http_ops;
 extern const struct sk__source_ops sk__source_gs_ops;
 extern const struct sk__source_ops sk__source_s3_ops;
@@ -227,6 +231,41 @@ int sk__list_page(void);
  * ignores its page size, or lists without end). */
 int sk__list_check(const char *url, int page, size_t n, size_t before,
     size_t start, struct sk_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* the keys of a class-per-folder tree (keys.c)                             */
+
+/* Room for a key, NUL included: longer ones are cut (shardtool pack). */
+#define SK__KEY_MAX 256
+
+/* The key of file name in a class folder: prefix ("CLASS/") and the name
+ * up to its last dot, with the stem's dots turned into '_' (WebDataset
+ * would end the key at the first one), into dst of cap bytes. */
+void sk__stem_key(char *dst, size_t cap, const char *prefix,
+    const char *name);
+/* Make keys[0..n) (one class folder's, in name order, malloc'd) unique:
+ * a later duplicate of KEY becomes KEY_2, KEY_3 ..., and renamed (may be
+ * NULL) hears of each. 0 or SK_ENOMEM. */
+int sk__dedupe_keys(char **keys, size_t n, void (*renamed)(size_t i,
+    const char *taken, const char *key, void *arg), void *arg);
+
+/* ------------------------------------------------------------------------ */
+/* any folder, local or remote (source.c)                                   */
+
+/* The entries right under the folder url: a local path (a trailing '/'
+ * optional) or file:// URL, whose folders and regular files (after links;
+ * anything else is left out with a warning, names that begin with a dot
+ * too) are listed, sizes included; or a remote folder as
+ * sk__source_list_entries lists it. Sorted by name. */
+int sk__folder_entries(const char *url, struct sk__entries *out,
+    struct sk_error *err);
+/* The URL of entry name right under the folder url (a folder's ends in
+ * '/'), as sk_source_list makes it; malloc'd, NULL when out of memory. */
+char *sk__folder_child(const char *url, const char *name, int dir);
+/* Whether a name or URL is a tar shard's (.tar, .tar.gz, .tgz, .tar.zst). */
+int sk__is_tar_name(const char *url);
+/* Whether url names a local folder (a path or file:// URL). */
+int sk__is_local_dir(const char *url);
 
 char *sk__strdup(const char *s);
 char *sk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -357,6 +357,65 @@ sk__source_list_entries(const char *url, struct sk__entries *out,
 	return rc;
 }
 
+int
+sk__folder_entries(const char *url, struct sk__entries *out,
+    struct sk_error *err)
+{
+	struct sk_url u;
+	int rc;
+
+	if ((rc = sk_url_parse(url, &u, err)) != 0)
+		return rc;
+	if (u.scheme == SK_SCHEME_FILE)
+		rc = sk__file_list_entries(u.path, url, out, err);
+	else
+		rc = sk__source_list_entries(url, out, err);
+	sk_url_free(&u);
+	return rc;
+}
+
+char *
+sk__folder_child(const char *url, const char *name, int dir)
+{
+	struct sk_url u;
+	struct sk_error err;
+	size_t n = strlen(url);
+	const char *sep = n > 0 && url[n - 1] == '/' ? "" : "/";
+	char *esc, *full;
+
+	if (sk_url_parse(url, &u, &err) != 0)
+		return NULL;
+	if (u.scheme == SK_SCHEME_HTTP || u.scheme == SK_SCHEME_HTTPS) {
+		/* A name goes into an http URL escaped (folder_urls). */
+		full = (esc = sk__uri_escape(name, 0)) == NULL ? NULL :
+		    sk__asprintf("%s%s%s%s", url, sep, esc, dir ? "/" : "");
+		free(esc);
+	} else if (u.scheme == SK_SCHEME_FILE)
+		full = sk__asprintf("%s%s%s%s", url, sep, name, dir ? "/" : "");
+	else
+		full = sk__asprintf("%s://%s/%s%s%s%s",
+		    sk_scheme_name(u.scheme), u.host, u.path,
+		    *u.path != '\0' ? sep : "", name, dir ? "/" : "");
+	sk_url_free(&u);
+	return full;
+}
+
+int
+sk__is_local_dir(const char *url)
+{
+	struct sk_url u;
+	struct sk_error err;
+	struct stat st;
+	int rc;
+
+	if (sk_url_parse(url, &u, &err) != 0)
+		return 0;
+	rc = u.scheme == SK_SCHEME_FILE && stat(u.path, &st) == 0 &&
+	    S_ISDIR(st.st_mode);
+	sk_url_free(&u);
+	return rc;
+}
+
 /*
  * A remote folder's objects as full URLs, in the URLs' order: an http
  * name goes into its URL escaped (a '%' sorts before the letters its
@@ -574,8 +633,8 @@ sk__list_check(const char *url, int page, size_t n, size_t before,
 }
 
 /* Tar shards by name, as pack writes them and webdataset reads them. */
-static int
-is_tar_name(const char *url)
+int
+sk__is_tar_name(const char *url)
 {
 	static const char *const exts[] = { ".tar", ".tar.gz", ".tgz",
 	    ".tar.zst" };
@@ -600,7 +659,7 @@ sk_source_list_shards(const char *url, struct sk_strlist *out,
 	if ((rc = sk_source_list(url, &l, err)) != 0)
 		return rc;
 	for (i = 0; i < l.n && rc == 0; i++)
-		if (is_tar_name(l.v[i]) && sk_strlist_push(out, l.v[i]) != 0)
+		if (sk__is_tar_name(l.v[i]) && sk_strlist_push(out, l.v[i]) != 0)
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
 	sk_strlist_free(&l);
 	if (rc == 0 && out->n == first)

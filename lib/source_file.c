@@ -164,6 +164,62 @@ sk__file_list(const struct sk_url *u, const char *url,
 	return rc;
 }
 
+/*
+ * A local folder's folders and regular files, as "shardtool pack folder"
+ * lists a class tree: d_type saves a stat per file (1.28M for ImageNet
+ * train); links and file systems without it take the stat, and a fifo or
+ * a device (which would block or never end a read) is left out.
+ */
+int
+sk__file_list_entries(const char *dir, const char *url,
+    struct sk__entries *out, struct sk_error *err)
+{
+	size_t first = out->n;
+	struct dirent *de;
+	struct stat st;
+	char *path;
+	int dirent_dir, rc = 0;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL)
+		return sk_error_set(err, sk_errno_code(errno), "%s: %s", url,
+		    strerror(errno));
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (de->d_type == DT_DIR || de->d_type == DT_REG) {
+			dirent_dir = de->d_type == DT_DIR;
+			st.st_size = 0;
+		} else {
+			if ((path = sk__asprintf("%s/%s", dir,
+			    de->d_name)) == NULL) {
+				rc = sk_error_set(err, SK_ENOMEM, "out of "
+				    "memory");
+				break;
+			}
+			if (stat(path, &st) != 0 || (!S_ISDIR(st.st_mode) &&
+			    !S_ISREG(st.st_mode))) {
+				sk_log(SK_LOG_WARN, "%s: not a regular file; "
+				    "left out", path);
+				free(path);
+				continue;
+			}
+			free(path);
+			dirent_dir = S_ISDIR(st.st_mode);
+		}
+		rc = sk__entries_add(out, de->d_name, strlen(de->d_name),
+		    dirent_dir, dirent_dir ? 0 : (uint64_t)st.st_size, 0, "");
+		if (rc == SK_EINVAL)
+			rc = 0;		/* not one path segment: cannot be */
+		else if (rc != 0)
+			rc = sk_error_set(err, rc, "out of memory");
+	}
+	closedir(d);
+	if (rc == 0)
+		sk__entries_sort(out, first);
+	return rc;
+}
+
 const struct sk__source_ops sk__source_file_ops = {
 	.name = "file",
 	.open = file_open,

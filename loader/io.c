@@ -2,7 +2,8 @@
  * io.c - the fetch stage, where bytes arrive: I/O threads open each plan
  * item's shard, read the image and label of the samples this rank
  * delivers into their queue, check the shard against the manifest and
- * count the bytes read. At open: the shard list and its sample counts.
+ * count the bytes read; or, in the files form, read each image file
+ * whole. At open: the shard list and its sample counts.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,13 +31,6 @@ static int
 is_damage(int rc)
 {
 	return rc == SK_EFORMAT || rc == SK_ETOOBIG;
-}
-
-static int
-is_image_ext(const char *ext)
-{
-	return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
-	    strcasecmp(ext, "png") == 0;
 }
 
 /* WebDataset .cls: the label as ASCII decimal, blanks around it allowed. */
@@ -112,7 +106,7 @@ static int
 want_member(const char *ext, void *arg)
 {
 	(void)arg;
-	return is_image_ext(ext) || strcmp(ext, "cls") == 0;
+	return sk__is_image_ext(ext) || strcmp(ext, "cls") == 0;
 }
 
 /* Move a read sample's image and label into cur; set its status. */
@@ -131,7 +125,7 @@ take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
 		m = &s->m[i];
 		if (m->data == NULL)
 			continue;
-		if (cur->img == NULL && is_image_ext(m->ext)) {
+		if (cur->img == NULL && sk__is_image_ext(m->ext)) {
 			/* The reader's buffer becomes the sample's. */
 			cur->img = m->data;
 			cur->img_len = (size_t)m->size;
@@ -403,6 +397,93 @@ out:
 	sk__squeue_push(l, q, s);
 }
 
+/*
+ * The files form: the item is one image file, its one sample, read whole
+ * with one open (one GET) that io_main started ahead. A file over
+ * max_sample_bytes is skipped as too_big, unread, as a shard's sample is;
+ * a file the source fails to deliver is fatal, as a missing shard is.
+ */
+static void
+io_file(sk_loader *l, struct squeue *q, const struct eplan *p,
+    const struct item *it, sk_source *src, int rc)
+{
+	const struct shardinfo *sh = &l->shards[it->shard];
+	uint64_t size = 0, got = 0, max, t0 = sk__now_ns();
+	struct lsample *cur = NULL, *s;
+	char errbuf[SK_ERRMSG_MAX];
+	int64_t n;
+
+	max = l->cfg.max_sample_bytes ? l->cfg.max_sample_bytes :
+	    SK_SAMPLE_MAX_BYTES;
+	if (!needed(p, it->base)) {
+		sk_source_close(src);
+		goto end;
+	}
+	if (rc != 0 || (rc = sk__source_ready(src)) != 0 ||
+	    (rc = sk_source_size(src, &size)) != 0) {
+		snprintf(errbuf, sizeof errbuf, "%s", src != NULL ?
+		    sk_errmsg(src) : "out of memory");
+		goto fatal;
+	}
+	if ((cur = calloc(1, sizeof *cur)) == NULL ||
+	    (cur->key = sk__strdup(sh->key)) == NULL)
+		goto nomem;
+	cur->seq = p->seq_of_pos[it->base];
+	cur->status = SAMPLE_OK;
+	cur->url = sh->url;
+	cur->label = sh->label;
+	cur->bytes = size;
+	if (size > max) {
+		cur->status = SK_SKIP_TOO_BIG;
+		goto push;
+	}
+	if ((cur->img = malloc(size ? (size_t)size : 1)) == NULL)
+		goto nomem;
+	while (got < size && !sk__stopping(l)) {
+		if ((n = sk_source_read(src, cur->img + got, (size_t)(size -
+		    got))) < 0) {
+			rc = (int)n;
+			snprintf(errbuf, sizeof errbuf, "%s", sk_errmsg(src));
+			goto fatal;
+		}
+		if (n == 0) {
+			rc = SK_EIO;
+			snprintf(errbuf, sizeof errbuf, "%s: the file ends "
+			    "after %" PRIu64 " of its %" PRIu64 " bytes",
+			    sh->url, got, size);
+			goto fatal;
+		}
+		got += (uint64_t)n;
+	}
+	cur->img_len = (size_t)size;
+	sk__atomic_max(&l->max_sample, size);
+	/* Count the bytes before the sample can reach a batch, so stats
+	 * taken then include them. */
+	__atomic_fetch_add(&l->bytes_read, got, __ATOMIC_RELAXED);
+push:
+	sk_source_close(src);
+	sk__add_ns(&l->t_io_busy, t0);
+	sk__squeue_push(l, q, cur);
+	t0 = sk__now_ns();
+end:
+	sk__add_ns(&l->t_io_busy, t0);
+	if ((s = calloc(1, sizeof *s)) == NULL) {
+		sk__loader_fail(l, SK_ENOMEM, "out of memory");
+		return;
+	}
+	s->end = 1;
+	sk__squeue_push(l, q, s);
+	return;
+nomem:
+	rc = SK_ENOMEM;
+	snprintf(errbuf, sizeof errbuf, "%s: out of memory", sh->url);
+fatal:
+	sk__lsample_free(cur);
+	sk_source_close(src);
+	sk__add_ns(&l->t_io_busy, t0);
+	sk__loader_fail(l, rc != 0 ? rc : SK_EIO, "%s", errbuf);
+}
+
 /* Start opening an item's shard; a remote one sizes its first parts by
  * the manifest's filesize. *src holds a handle even on failure. */
 static int
@@ -445,8 +526,12 @@ sk__io_main(void *arg)
 			if (i + (size_t)l->nio < n)
 				next_rc = open_item(l, &p->items[i +
 				    (size_t)l->nio], &next);
-			io_item(l, &l->queues[io->id], p, &p->items[i], src,
-			    rc);
+			if (l->files)
+				io_file(l, &l->queues[io->id], p,
+				    &p->items[i], src, rc);
+			else
+				io_item(l, &l->queues[io->id], p,
+				    &p->items[i], src, rc);
 			src = next;
 			rc = next_rc;
 		}
@@ -632,7 +717,9 @@ sk__load_shards(sk_loader *l)
 	const struct sk_loader_config *c = &l->cfg;
 	struct sk_manifest m;
 	struct sk_strlist urls = { NULL, 0, 0 };
+	struct sk__entries root = { NULL, 0, 0 };
 	struct sk_error err;
+	enum sk_form form;
 	size_t i, n;
 	int rc;
 
@@ -665,11 +752,25 @@ sk__load_shards(sk_loader *l)
 		return redact_urls(l);
 	}
 
-	/* A pattern, or a folder ending in '/' (a local folder, or an
-	 * http(s) one's JSON autoindex): its tar shards. */
+	/* A files tree (see sk_form): its image files. */
+	if ((rc = sk__source_form(c, &form, &root, &err)) != 0) {
+		sk__entries_free(&root);
+		return sk__fatal(&l->h, rc, "%s", err.msg);
+	}
+	if (form == SK_FORM_FILES) {
+		rc = sk__load_files(l, &root);
+		sk__entries_free(&root);
+		if (rc == 0 && l->nshards == 0)
+			return no_shards(l, c->urls);
+		return rc != 0 ? rc : redact_urls(l);
+	}
+	sk__entries_free(&root);
+
+	/* A pattern, or a folder (a local one, or one ending in '/': an
+	 * http(s) one's JSON autoindex, a bucket prefix): its tar shards. */
 	n = strlen(c->urls);
-	if (n > 0 && c->urls[n - 1] == '/' && strstr(c->urls, "::") == NULL &&
-	    strchr(c->urls, '{') == NULL)
+	if ((n > 0 && c->urls[n - 1] == '/' && strstr(c->urls, "::") ==
+	    NULL && strchr(c->urls, '{') == NULL) || sk__is_local_dir(c->urls))
 		rc = sk_source_list_shards(c->urls, &urls, &err);
 	else
 		rc = sk_url_expand(c->urls, &urls, &err);

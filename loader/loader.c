@@ -171,9 +171,10 @@ check_config(sk_loader *l)
 		    "1..8192", c->image_size);
 	if ((unsigned)c->crop > SK_CROP_NONE || (unsigned)c->dtype >
 	    SK_DTYPE_F16 || (unsigned)c->layout > SK_LAYOUT_NCHW ||
-	    (unsigned)c->remainder > SK_REMAINDER_KEEP)
-		return sk__fatal(&l->h, SK_EINVAL, "bad crop, dtype, layout "
-		    "or remainder value");
+	    (unsigned)c->remainder > SK_REMAINDER_KEEP ||
+	    (unsigned)c->form > SK_FORM_FILES)
+		return sk__fatal(&l->h, SK_EINVAL, "bad crop, dtype, layout, "
+		    "remainder or form value");
 	if (!(c->scale[0] > 0 && c->scale[0] <= c->scale[1] &&
 	    c->scale[1] <= 1) || !(c->ratio[0] > 0 && c->ratio[0] <=
 	    c->ratio[1]))
@@ -354,6 +355,7 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	l->st.batches_per_epoch = l->nbatches;
 	l->st.nshards = l->nshards;
 	l->st.dataset_samples = l->total;
+	l->st.nclasses = l->nclasses;
 	l->st.workers = l->nworkers;
 	l->st.io_streams = l->nio;
 	return start_threads(l);
@@ -601,6 +603,7 @@ sk_loader_close(sk_loader *l)
 	for (i = 0; l->shards != NULL && i < (int)l->nshards; i++) {
 		free(l->shards[i].url);
 		free(l->shards[i].fetch_url);
+		free(l->shards[i].key);
 	}
 	free(l->shards);
 	free(l->plans);

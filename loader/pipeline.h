@@ -112,6 +112,9 @@ struct shardinfo {
 	uint64_t filesize;	/* the manifest's, 0 when unknown */
 	int mismatch;		/* the shard disagrees with the manifest */
 	int tail_read;		/* count_extra has read past its count */
+	/* The files form: this "shard" is one image file, its sample. */
+	char *key;		/* NULL for a shard */
+	int32_t label;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -169,8 +172,10 @@ struct sk_loader {
 	struct sk__aug_config acfg;
 	char *urls_copy, *manifest_copy;
 
-	struct shardinfo *shards;
+	struct shardinfo *shards;	/* the files form: one per file */
 	size_t nshards;
+	int files;		/* the files form */
+	size_t nclasses;	/* its class folders */
 	uint64_t total;		/* samples in the data set */
 	int64_t nbatches;	/* per epoch, every rank */
 	size_t image_bytes;	/* of one host image */
@@ -239,6 +244,14 @@ void sk__eplan_free(struct eplan *p);
  * sample counts at open. */
 void *sk__io_main(void *arg);
 int sk__load_shards(sk_loader *l);
+
+/* files.c: the form of the config's source (root: the folder's entries,
+ * listed when it is one); the files form's shard list at open, from the
+ * root's entries; whether a file name's extension is an image's. */
+int sk__source_form(const struct sk_loader_config *c, enum sk_form *form,
+    struct sk__entries *root, struct sk_error *err);
+int sk__load_files(sk_loader *l, const struct sk__entries *root);
+int sk__is_image_ext(const char *ext);
 
 /* pipeline.c: an I/O thread's push into its queue; the dispatcher thread
  * (arg: the loader) and a decode worker (arg: its struct worker). */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "internal.h"
 #include "pack.h"
 
 struct item {
@@ -100,76 +101,30 @@ add_item(struct images *im, const char *dir, const char *name,
 	it->label = label;
 }
 
-/* WebDataset keys end at the first dot of the basename: "a.b.jpg" would
- * become key "a", so dots in a stem become underscores. */
+/* Warn of a key that dedupe_keys renames (internal.h: sk__dedupe_keys). */
 static void
-stem_key(char *dst, size_t cap, const char *prefix, const char *name)
+key_renamed(size_t i, const char *taken, const char *key, void *arg)
 {
-	const char *dot = strrchr(name, '.');
-	size_t len = dot && dot != name ? (size_t)(dot - name) : strlen(name);
-	size_t i, n;
+	const struct item *items = arg;
 
-	n = (size_t)snprintf(dst, cap, "%s%.*s", prefix, (int)len, name);
-	for (i = strlen(prefix); i < n && i < cap; i++)
-		if (dst[i] == '.')
-			dst[i] = '_';
+	warn("%s: key %s is taken; naming it %s", items[i].path, taken, key);
 }
 
-struct keyref {
-	const char *key;
-	size_t item;
-};
-
-static int
-cmp_keyref(const void *a, const void *b)
-{
-	const struct keyref *x = a, *y = b;
-	int c = strcmp(x->key, y->key);
-
-	return c != 0 ? c : (x->item > y->item) - (x->item < y->item);
-}
-
-/*
- * Two files may share a stem (a.jpg, a.png): the one later in name order
- * becomes a_2 (then a_3 ...). Ties are broken by position, not by qsort,
- * and a new name that clashes with a real stem is renamed again.
- */
+/* The keys of items [first, n) made unique, as the loader's files form
+ * makes them (one rule, in lib/keys.c). */
 static void
 dedupe_keys(struct images *im, size_t first)
 {
-	size_t n = im->n - first, i, g, dup;
-	struct keyref *refs;
-	struct item *it;
-	int renamed;
-	char *k;
+	size_t n = im->n - first, i;
+	char **keys = xmalloc((n ? n : 1) * sizeof *keys);
 
-	do {
-		refs = xmalloc((n ? n : 1) * sizeof *refs);
-		for (i = 0; i < n; i++) {
-			refs[i].key = im->items[first + i].key;
-			refs[i].item = first + i;
-		}
-		if (n > 1)
-			qsort(refs, n, sizeof *refs, cmp_keyref);
-		renamed = 0;
-		for (i = 1, g = 0, dup = 1; i < n; i++) {
-			/* refs[g] starts the group and keeps its key. */
-			if (strcmp(refs[i].key, refs[g].key) != 0) {
-				g = i;
-				dup = 1;
-				continue;
-			}
-			it = &im->items[refs[i].item];
-			if (asprintf(&k, "%s_%zu", refs[g].key, ++dup) < 0)
-				die("out of memory");
-			warn("%s: key %s is taken; naming it %s", it->path,
-			    refs[g].key, k);
-			free(it->key);
-			it->key = k;
-			renamed = 1;
-		}
-		free(refs);
-	} while (renamed);
+	for (i = 0; i < n; i++)
+		keys[i] = im->items[first + i].key;
+	if (sk__dedupe_keys(keys, n, key_renamed, im->items + first) != 0)
+		die("out of memory");
+	for (i = 0; i < n; i++)
+		im->items[first + i].key = keys[i];
+	free(keys);
 }
 
 /* Every image under dir/CLASS for the classes in order; dir "" is SRC. */
@@ -199,7 +154,7 @@ scan_classes(struct images *im, const char *dir, char **classes,
 		list_dir(path, 0, &files);
 		first = im->n;
 		for (i = 0; i < files.n; i++) {
-			stem_key(key, sizeof key, prefix, files.v[i]);
+			sk__stem_key(key, sizeof key, prefix, files.v[i]);
 			add_item(im, sub, files.v[i], key, (int)c);
 		}
 		dedupe_keys(im, first);
@@ -340,7 +295,7 @@ scan_val(struct pack_dataset *ds, struct images *im, const char *dir)
 	pathf(path, sizeof path, "%s/%s", im->src, dir);
 	list_dir(path, 0, &files);
 	for (i = 0; i < files.n; i++) {
-		stem_key(key, sizeof key, "", files.v[i]);
+		sk__stem_key(key, sizeof key, "", files.v[i]);
 		label = -1;
 		hit = bsearch(key, ids.v, ids.n, sizeof *ids.v, cmp_id);
 		if (hit != NULL) {

@@ -10,10 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "internal.h"
 #include "shardtool.h"
 
 #define PACK_MAX_MEMBERS 4
-#define PACK_KEY_MAX 256
+#define PACK_KEY_MAX SK__KEY_MAX	/* the loader's files form cuts keys alike */
 
 struct pack_member {
 	char ext[16];		/* "png", "cls", "json" */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,7 +67,8 @@ static const struct cli_option model_opts[] = {
 	OPT("mlp", O_MLP, CLI_INT, "M", "override a ViT's MLP width", 1,
 	    1 << 20),
 	OPT("classes", O_CLASSES, CLI_INT, "K",
-	    "classes (from the manifest, else 1000; synthetic: 10)", 1,
+	    "classes (from the manifest or the class folders,\n"
+	    "else 1000; synthetic: 10)", 1,
 	    1 << 24),
 	CHOICE("backend", O_BACKEND, "cpu|cuda", "where to compute (cpu)",
 	    backends),
@@ -89,8 +91,9 @@ static const struct cli_option model_opts[] = {
 
 static const struct cli_option train_data_opts[] = {
 	OPT("data", O_DATA, CLI_STRING, "SRC",
-	    "a URL pattern, a manifest (.json) or \"synthetic\"\n"
-	    "(synthetic)", 0, 0),
+	    "a URL pattern, a manifest (.json), a folder of\n"
+	    "shards or of CLASS/IMAGE files (--form), or\n"
+	    "\"synthetic\" (synthetic)", 0, 0),
 	OPT("global-batch", O_GBATCH, CLI_INT, "N",
 	    "the batch of all ranks together, instead of\n"
 	    "--batch; it must divide by the ranks", 1, 1 << 30),
@@ -230,6 +233,27 @@ is_manifest(const char *s)
 	size_t n = strlen(s);
 
 	return n > 5 && strcasecmp(s + n - 5, ".json") == 0;
+}
+
+/* Classes of a files tree (its class folders), or 0 for shards. */
+static int
+tree_classes(const char *data, enum sk_form form)
+{
+	struct sk_loader_config c;
+	struct sk_strlist classes = { NULL, 0, 0 };
+	struct sk_error err;
+	enum sk_form found;
+	int n = 0;
+
+	sk_loader_config_init(&c);
+	c.urls = data;
+	c.form = form;
+	if (sk_loader_source_form(&c, &found, &classes, &err) != 0)
+		die("%s", err.msg);
+	if (found == SK_FORM_FILES)
+		n = classes.n > (size_t)INT_MAX ? INT_MAX : (int)classes.n;
+	sk_strlist_free(&classes);
+	return n;
 }
 
 /* Classes from a manifest's info, or 0. */
@@ -412,6 +436,8 @@ finish(struct parsed *p, int world)
 			p->classes = 10;
 		else if (is_manifest(cfg->data))
 			p->classes = manifest_classes(cfg->data);
+		else
+			p->classes = tree_classes(cfg->data, p->l.cfg.form);
 		if (p->classes == 0)
 			p->classes = 1000;
 	}
@@ -604,7 +630,7 @@ int
 main(int argc, char **argv)
 {
 	static const struct cli_command *const table[] = {
-		&info_cmd, &report_command, NULL
+		&info_cmd, &report_command, &study_command, NULL
 	};
 	const struct cli_command *cmd;
 	char err[256];
