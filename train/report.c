@@ -1125,34 +1125,29 @@ print_table(const struct run_row *rows, int n)
 /* ------------------------------------------------------------------------ */
 /* the plot                                                                 */
 
-/* The gnuplot on PATH as an absolute name (it runs in another folder),
- * or NULL. */
-static char *
-find_gnuplot(void)
+char *
+train_find_program(const char *name)
 {
 	const char *path = getenv("PATH"), *p, *e;
-	char *cand, *abs;
 	struct stat st;
-	size_t len;
+	size_t len, cap;
+	char *cand;
 
 	if (path == NULL || *path == '\0')
 		path = "/usr/local/bin:/usr/bin:/bin";
 	for (p = path; ; p = e + 1) {
 		e = strchr(p, ':');
 		len = e != NULL ? (size_t)(e - p) : strlen(p);
-		if ((cand = malloc(len + sizeof "/gnuplot" + 1)) == NULL)
+		cap = len + strlen(name) + 2;
+		if ((cand = malloc(cap)) == NULL)
 			return NULL;
 		/* Only absolute folders: an empty or relative element would
 		 * run whatever the current folder (perhaps extracted data)
 		 * holds under that name. */
-		snprintf(cand, len + sizeof "/gnuplot" + 1, "%.*s/gnuplot",
-		    (int)len, p);
+		snprintf(cand, cap, "%.*s/%s", (int)len, p, name);
 		if (len > 0 && p[0] == '/' && stat(cand, &st) == 0 &&
-		    S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
-			abs = realpath(cand, NULL);
-			free(cand);
-			return abs;
-		}
+		    S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+			return cand;
 		free(cand);
 		if (e == NULL)
 			return NULL;
@@ -1161,34 +1156,38 @@ find_gnuplot(void)
 
 /* One line a run: its label in double quotes (the label holds no quote,
  * '#', backslash or control), images/s and the data-wait percentage. */
-static void
-write_plot_data(FILE *f, const struct run_row *rows, int n)
+static char *
+plot_data(const struct run_row *rows, int n)
 {
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
 	int i;
 
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		return NULL;
 	for (i = 0; i < n; i++)
 		fprintf(f, "\"%s\" %.6g %.6g\n", rows[i].label[0] != '\0' ?
 		    rows[i].label : "_", rows[i].ips_v, rows[i].wait_v * 100);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }
 
 /*
  * Two panels, one bar per run: images/s above, the data-wait share below,
  * so the fastest run and the one waiting on its input stand out together.
  * The script is fixed but for the count of runs: no name reaches it, the
- * data comes from runs.dat beside it, the image goes to stdout.
+ * data comes from plot.dat beside it.
  */
-static void
-write_plot_script(FILE *f, int svg, int n)
+static char *
+plot_script(int n)
 {
-	if (svg)
-		fprintf(f, "set terminal svg size 900,640 noenhanced "
-		    "font 'sans,11'\n");
-	else
-		fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
-		    "{\n  set terminal pngcairo size 900,640 noenhanced "
-		    "font 'sans,10'\n} else {\n  set terminal png size 900,640 "
-		    "noenhanced\n}\n");
-	fprintf(f, "set multiplot layout 2,1 title 'shardtrain runs'\n"
+	char *s;
+
+	if (asprintf(&s, "set multiplot layout 2,1 title 'shardtrain runs'\n"
 	    "set style fill solid 0.8 border -1\n"
 	    "set boxwidth 0.6\n"
 	    "set grid ytics\n"
@@ -1198,18 +1197,19 @@ write_plot_script(FILE *f, int svg, int n)
 	    "unset key\n"
 	    "set ylabel 'images/s'\n"
 	    "set yrange [0:*]\n"
-	    "plot 'runs.dat' using 0:2:xtic(1) with boxes lc rgb '#4878a8'\n"
+	    "plot 'plot.dat' using 0:2:xtic(1) with boxes lc rgb '#4878a8'\n"
 	    "set ylabel 'data wait (%% of step)'\n"
 	    "set yrange [0:100]\n"
-	    "plot 'runs.dat' using 0:3:xtic(1) with boxes lc rgb '#d08040'\n"
-	    "unset multiplot\n", n - 1);
+	    "plot 'plot.dat' using 0:3:xtic(1) with boxes lc rgb '#d08040'\n"
+	    "unset multiplot\n", n - 1) < 0)
+		return NULL;
+	return s;
 }
 
-/* Write dir/name whole through the atomic writer: the script, or the
- * data. */
+/* Write dir/name whole through the atomic writer. */
 static int
-write_plot_file(const char *dir, const char *name, int svg,
-    const struct run_row *rows, int n)
+write_plot_file(const char *dir, const char *name, const char *head,
+    const char *text)
 {
 	struct sk_error err;
 	struct sk_atomic a;
@@ -1226,15 +1226,25 @@ write_plot_file(const char *dir, const char *name, int svg,
 		sk_atomic_abort(&a);
 		return -1;
 	}
-	if (rows != NULL)
-		write_plot_data(f, rows, n);
-	else
-		write_plot_script(f, svg, n);
+	fputs(head, f);
+	fputs(text, f);
 	if (sk_atomic_commit(&a, &err) != 0) {
 		rmsg("%s", err.msg);
 		return -1;
 	}
 	return 0;
+}
+
+/* The terminal: SVG, or PNG (cairo when there). */
+static const char *
+plot_terminal(int svg)
+{
+	return svg ? "set terminal svg size 900,640 noenhanced "
+	    "font 'sans,11'\n" :
+	    "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
+	    "{\n  set terminal pngcairo size 900,640 noenhanced "
+	    "font 'sans,10'\n} else {\n  set terminal png size 900,640 "
+	    "noenhanced\n}\n";
 }
 
 /*
@@ -1243,8 +1253,9 @@ write_plot_file(const char *dir, const char *name, int svg,
  * temporary file of the atomic writer, so the image appears at out whole
  * or not at all, and a symlink planted at out is replaced, not followed.
  */
-static int
-plot_runs(const char *out, int svg, const struct run_row *rows, int n)
+int
+report_gnuplot(const char *out, int svg, const char *script,
+    const char *data)
 {
 	const char *tmp = getenv("TMPDIR");
 	char dir[4096], path[4096 + 16], *gnuplot;
@@ -1254,7 +1265,7 @@ plot_runs(const char *out, int svg, const struct run_row *rows, int n)
 	pid_t pid;
 	int status, made = 0, opened = 0, rc = -1;
 
-	if ((gnuplot = find_gnuplot()) == NULL) {
+	if ((gnuplot = train_find_program("gnuplot")) == NULL) {
 		rmsg("gnuplot not found: apt-get install gnuplot-nox");
 		return -1;
 	}
@@ -1270,8 +1281,8 @@ plot_runs(const char *out, int svg, const struct run_row *rows, int n)
 		goto out;
 	}
 	made = 1;
-	if (write_plot_file(dir, "runs.dat", svg, rows, n) != 0 ||
-	    write_plot_file(dir, "plot.gp", svg, NULL, n) != 0)
+	if (write_plot_file(dir, "plot.dat", "", data) != 0 ||
+	    write_plot_file(dir, "plot.gp", plot_terminal(svg), script) != 0)
 		goto out;
 	if (sk_atomic_open(&a, out, 0, 0644, &err) != 0) {
 		rmsg("%s", err.msg);
@@ -1289,12 +1300,12 @@ plot_runs(const char *out, int svg, const struct run_row *rows, int n)
 
 		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 ||
 		    dup2(a.fd, STDOUT_FILENO) < 0 || chdir(dir) != 0) {
-			fprintf(stderr, "shardtrain: report: starting gnuplot: "
-			    "%s\n", strerror(errno));
+			fprintf(stderr, "%s: starting gnuplot: %s\n",
+			    cli_prog(), strerror(errno));
 			_exit(127);
 		}
 		execl(gnuplot, "gnuplot", "plot.gp", (char *)NULL);
-		fprintf(stderr, "shardtrain: report: %s: %s\n", gnuplot,
+		fprintf(stderr, "%s: %s: %s\n", cli_prog(), gnuplot,
 		    strerror(errno));
 		_exit(127);
 	}
@@ -1321,13 +1332,28 @@ out:
 	if (opened)
 		sk_atomic_abort(&a);
 	if (made) {
-		snprintf(path, sizeof path, "%s/runs.dat", dir);
+		snprintf(path, sizeof path, "%s/plot.dat", dir);
 		unlink(path);
 		snprintf(path, sizeof path, "%s/plot.gp", dir);
 		unlink(path);
 		rmdir(dir);
 	}
 	free(gnuplot);
+	return rc;
+}
+
+static int
+plot_runs(const char *out, int svg, const struct run_row *rows, int n)
+{
+	char *data = plot_data(rows, n), *script = plot_script(n);
+	int rc = -1;
+
+	if (data == NULL || script == NULL)
+		rmsg("out of memory");
+	else
+		rc = report_gnuplot(out, svg, script, data);
+	free(data);
+	free(script);
 	return rc;
 }
 

@@ -165,6 +165,17 @@ void report_print(const struct run_result *res, const struct train_config *cfg);
  * write error. */
 void report_write_json(const char *path, const struct run_result *res,
     const struct train_config *cfg);
+/* NAME in an absolute folder of PATH (malloc'd; a link's own name, as a
+ * multi-call program wants it), or NULL: never from the current folder. */
+char *train_find_program(const char *name);
+/*
+ * Draw with gnuplot into out (SVG when svg, else PNG): script (no
+ * terminal line; it reads 'plot.dat') and data, both fixed text the caller
+ * made safe. No shell; out appears whole or not at all. 0, or -1 with a
+ * message on stderr.
+ */
+int report_gnuplot(const char *out, int svg, const char *script,
+    const char *data);
 /* "shardtrain report RUN.json..." */
 extern const struct cli_command report_command;
 int report_main(int argc, char **argv);
