@@ -213,7 +213,8 @@ static int info_exec(int, char **);
 static const struct cli_command train_cmd = {
 	"train", "[options]\n"
 	"info [--model M] [--image-size N] [--classes K]\n"
-	"report [--plot FILE.png|FILE.svg] RUN.json...",
+	"report [--plot FILE.png|FILE.svg] RUN.json...\n"
+	"study [--quick] [--data DIR] [--out DIR] [options]",
 	"train and report what bounds it (the default)", about,
 	train_groups, 0, 0, train_exec
 };

@@ -176,6 +176,9 @@ char *train_find_program(const char *name);
  */
 int report_gnuplot(const char *out, int svg, const char *script,
     const char *data);
+/* "shardtrain study": study.c */
+extern const struct cli_command study_command;
+int study_main(int argc, char **argv);
 /* "shardtrain report RUN.json..." */
 extern const struct cli_command report_command;
 int report_main(int argc, char **argv);
