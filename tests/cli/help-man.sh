@@ -131,7 +131,7 @@ in_page shardload.1 OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK \
 
 render shardtrain.1
 say "shardtrain: training is the default command; info and report"
-check_cmd "$SHARDTRAIN" shardtrain.1 - info report
+check_cmd "$SHARDTRAIN" shardtrain.1 - info report study
 same_language "$SHARDTRAIN" -
 in_page shardtrain.1 mpirun OMP_NUM_THREADS OMPI_COMM_WORLD_SIZE PMI_SIZE \
     SLURM_NTASKS STRATEGIES CHECKPOINTS --global-batch
