@@ -31,7 +31,7 @@ bad dim "shape a ViT" --model resnet18 --dim 64
 bad resume "--resume needs --checkpoint-dir" --resume
 bad opt "--no-such-option: unknown option" --no-such-option
 bad noval "--lr needs a value" --lr
-bad extra "stray: not a command (info, report)" stray
+bad extra "stray: not a command (info, report, study)" stray
 bad extra2 "stray: unexpected argument" --steps 1 stray
 bad both "give one" --batch 4 --global-batch 8
 bad prefetch "--prefetch 12X: not a size" --prefetch 12X
