@@ -793,6 +793,20 @@ cli_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+char *
+pathf(char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, cap, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= cap)
+		die("path too long: %.64s...", buf);
+	return buf;
+}
+
 void
 cli_progress_init(struct cli_progress *p)
 {

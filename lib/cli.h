@@ -212,6 +212,11 @@ void cli_progress_done(struct cli_progress *p);
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 
+/* snprintf into a path buffer; a path that does not fit is fatal (a name
+ * cut short would name another file). */
+char *pathf(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ------------------------------------------------------------------------ */
 /* --json                                                                   */
 

@@ -237,6 +237,20 @@ count_extra(sk_loader *l, const struct item *it, sk_sample_reader *r,
 	    "delivered (counted as unplanned)", sh->url, extra, sh->nsamples);
 }
 
+/* The end of a plan item: the dispatcher moves on to the next item. */
+static void
+push_end(sk_loader *l, struct squeue *q)
+{
+	struct lsample *s = calloc(1, sizeof *s);
+
+	if (s == NULL) {
+		sk__loader_fail(l, SK_ENOMEM, "out of memory");
+		return;
+	}
+	s->end = 1;
+	sk__squeue_push(l, q, s);
+}
+
 /*
  * Stream one plan item: skip to its first sample, read the image and label
  * of each needed sample (other members and unneeded samples are skipped,
@@ -389,12 +403,7 @@ out:
 	}
 	count_bytes(l, start_off, &counted, end_off);
 	sk__add_ns(&l->t_io_busy, t0);
-	if ((s = calloc(1, sizeof *s)) == NULL) {
-		sk__loader_fail(l, SK_ENOMEM, "out of memory");
-		return;
-	}
-	s->end = 1;
-	sk__squeue_push(l, q, s);
+	push_end(l, q);
 }
 
 /*
@@ -409,7 +418,7 @@ io_file(sk_loader *l, struct squeue *q, const struct eplan *p,
 {
 	const struct shardinfo *sh = &l->shards[it->shard];
 	uint64_t size = 0, got = 0, max, t0 = sk__now_ns();
-	struct lsample *cur = NULL, *s;
+	struct lsample *cur = NULL;
 	char errbuf[SK_ERRMSG_MAX];
 	int64_t n;
 
@@ -467,12 +476,7 @@ push:
 	t0 = sk__now_ns();
 end:
 	sk__add_ns(&l->t_io_busy, t0);
-	if ((s = calloc(1, sizeof *s)) == NULL) {
-		sk__loader_fail(l, SK_ENOMEM, "out of memory");
-		return;
-	}
-	s->end = 1;
-	sk__squeue_push(l, q, s);
+	push_end(l, q);
 	return;
 nomem:
 	rc = SK_ENOMEM;

@@ -26,9 +26,6 @@ extern const struct cli_command cmd_extract_entry;
 /* The end of an option table. */
 #define OPT_END { NULL, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }
 
-/* snprintf into a path buffer; a path that does not fit is fatal. */
-char *pathf(char *buf, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* Read a whole file into a malloc'd buffer. */
 int read_file(const char *path, uint8_t **data, size_t *size,
     struct sk_error *err);

@@ -24,20 +24,6 @@ splitmix64(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
-char *
-pathf(char *buf, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, cap, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= cap)
-		die("path too long: %.64s...", buf);
-	return buf;
-}
-
 int
 read_file(const char *path, uint8_t **data, size_t *size,
     struct sk_error *err)

@@ -137,12 +137,6 @@ fits(char *buf, size_t cap, const char *fmt, ...)
 	return n >= 0 && (size_t)n < cap ? 0 : -1;
 }
 
-/* A path, or die: a name cut short would name another file. */
-#define pathf(buf, cap, ...) do {					\
-	if (fits(buf, cap, __VA_ARGS__) != 0)				\
-		die("%s: the name is too long", buf);			\
-} while (0)
-
 /* A cell's error or reason; a long one is cut. */
 #define setwhy(c, ...) ((void)fits((c)->why, sizeof (c)->why, __VA_ARGS__))
 
