@@ -53,7 +53,9 @@ enum {
 	SK_EACCES = -10,	/* permission denied */
 	SK_ENOSPC = -11,	/* no space left on the device */
 	SK_ENETWORK = -12,	/* the network failed past every retry */
-	SK_ECHANGED = -13	/* a remote object changed while being read */
+	SK_ECHANGED = -13,	/* a remote object changed while being read */
+	SK_ETIMEDOUT = -14	/* a wait with a time limit ran out (not a
+				 * failure: the handle goes on) */
 };
 
 #define SK_ERRMSG_MAX 512
@@ -217,6 +219,18 @@ struct sk_fetch_config {
 
 /* Freed part buffers the engine keeps for reuse, at most. */
 #define SK_FETCH_POOL_BYTES	((uint64_t)64 << 20)
+
+/* The limits of those options, which the tools and the Python package
+ * hold to (seconds, bytes). */
+#define SK_FETCH_MAX_CONNECTIONS	4096
+#define SK_FETCH_MAX_PARTS		64
+#define SK_FETCH_MIN_PART_SIZE		4096
+#define SK_FETCH_MAX_PART_SIZE		((uint64_t)1 << 30)
+#define SK_FETCH_MIN_CONNECT_TIMEOUT	0.001
+#define SK_FETCH_MIN_STALL_TIMEOUT	1.0
+#define SK_FETCH_MAX_TIMEOUT		3600.0
+#define SK_FETCH_MAX_RETRY_TIME		86400.0
+#define SK_FETCH_MAX_ATTEMPTS		1000
 
 void sk_fetch_config_init(struct sk_fetch_config *c);
 /* Set the engine's options for the transfers that start from now on. */
@@ -625,6 +639,7 @@ struct sk_batch {
 	void *device_images;	/* device mode: the batch on the GPU */
 	void *ready_event;	/* device mode: a cudaEvent_t to wait on */
 	int slot;		/* private */
+	void *kept;		/* private: sk_loader_keep()'s memory */
 };
 
 struct sk_loader_stats {
@@ -655,8 +670,23 @@ struct sk_loader_stats {
 	double ring_wait;	/* waiting for the consumer to release a slot */
 	double consumer_wait;	/* sk_loader_next() waiting for a batch */
 	int workers, io_streams;
+	int ring;		/* batch slots */
 	uint64_t memory_bound;	/* peak bytes by the formula in shardkit(3) */
 };
+
+/* The limits sk_loader_open() holds the options to, which the tools'
+ * options and the Python package share. */
+#define SK_LOADER_MAX_BATCH	(1 << 20)
+#define SK_LOADER_MAX_EPOCHS	1000000
+#define SK_LOADER_MAX_SHUFFLE	(1 << 24)
+#define SK_LOADER_MAX_WORKERS	1024
+#define SK_LOADER_MAX_IO_STREAMS 256
+#define SK_LOADER_MIN_RING	3
+#define SK_LOADER_MAX_RING	4096
+#define SK_LOADER_MAX_IMAGE_SIZE 8192
+#define SK_LOADER_MAX_RESIZE	65536
+#define SK_LOADER_MAX_RANKS	(1 << 20)
+#define SK_LOADER_MAX_EPOCH	(1 << 30)
 
 void sk_loader_config_init(struct sk_loader_config *cfg);
 /* On failure *out still holds a handle with the message (NULL only when
@@ -666,7 +696,32 @@ int sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg);
  * fatal error (the message names the shard, offset or sample). */
 int sk_loader_next(sk_loader *l, struct sk_batch *b);
 int sk_loader_release(sk_loader *l, struct sk_batch *b);
+/* sk_loader_next() waiting at most seconds (< 0: for ever): SK_ETIMEDOUT
+ * when no batch came in time, and the loader goes on. A caller that must
+ * notice a signal (an interpreter's Ctrl-C) waits in short steps. */
+int sk_loader_next_wait(sk_loader *l, struct sk_batch *b, double seconds);
+/*
+ * Take a held batch's memory out of the ring instead of releasing it: the
+ * images, labels, keys and (device mode) the device images stay where they
+ * are and become the caller's, to free with sk_batch_free() whenever it
+ * likes, even after sk_loader_close(); the slot gets new memory and goes
+ * back to the pipeline. For a consumer that keeps batches longer than the
+ * ring's slots allow: no batch is overwritten and nothing waits on it.
+ */
+int sk_loader_keep(sk_loader *l, struct sk_batch *b);
+void sk_batch_free(struct sk_batch *b);
+/* Device mode: make the CUDA stream (a cudaStream_t; 1 and 2 are CUDA's
+ * legacy and per-thread default streams) wait for the batch's copy and
+ * conversion, without blocking the host. SK_EUNSUPPORTED without CUDA. */
+int sk_batch_stream_wait(const struct sk_batch *b, uintptr_t stream,
+    struct sk_error *err);
 int sk_loader_stats(sk_loader *l, struct sk_loader_stats *st);
+/* Which stage set the pace over wall seconds, as shardload bench reports
+ * it: "consumer" (the pipeline kept ahead and waited for a free slot),
+ * "decode" or "io" (the busiest threads), and that stage's busy share of
+ * its capacity in *share. */
+const char *sk_loader_bound(const struct sk_loader_stats *st, double wall,
+    int decode, double *share);
 void sk_loader_close(sk_loader *l);
 const char *sk_skip_reason_name(enum sk_skip_reason r);
 /* What cfg's source holds (cfg->form, or what auto finds there, listing
@@ -678,6 +733,27 @@ const char *sk_skip_reason_name(enum sk_skip_reason r);
 int sk_loader_source_form(const struct sk_loader_config *cfg,
     enum sk_form *form, struct sk_strlist *classes, struct sk_error *err);
 size_t sk_dtype_size(enum sk_dtype t);
+
+/*
+ * Is a training loop input-bound or compute-bound? From the share of its
+ * step time spent waiting for data, and, when measured (else < 0), the
+ * images/s the loader reaches alone and the compute reaches alone (on
+ * data already in memory). free_input: the data costs nothing to make
+ * (synthetic), so nothing can wait for it. shardtrain(1) gives the rule:
+ * input-bound at a wait share of 25 % or more, or a loader below 0.9x the
+ * compute; compute-bound at 5 % or less with a loader at 1.1x or more (or
+ * not measured); balanced between.
+ */
+enum sk_verdict { SK_VERDICT_INPUT = 0, SK_VERDICT_COMPUTE,
+    SK_VERDICT_BALANCED };
+#define SK_VERDICT_WAIT_INPUT	0.25
+#define SK_VERDICT_WAIT_COMPUTE	0.05
+#define SK_VERDICT_RATIO_INPUT	0.9
+#define SK_VERDICT_RATIO_COMPUTE 1.1
+enum sk_verdict sk_verdict_decide(double wait_share, double loader_ips,
+    double compute_ips, int free_input);
+/* "input-bound", "compute-bound", "balanced". */
+const char *sk_verdict_name(enum sk_verdict v);
 
 #ifdef __cplusplus
 }

@@ -23,14 +23,15 @@ static const char *const forms[] = { "auto", "shards", "files", NULL };
 
 const struct cli_option cli_loader_data[] = {
 	OPT("batch", CLI_L_BATCH, CLI_INT, "N",
-	    "samples per batch on each rank (256)", 1, 1 << 20),
+	    "samples per batch on each rank (256)", 1, SK_LOADER_MAX_BATCH),
 	OPT("epochs", CLI_L_EPOCHS, CLI_INT, "N", "epochs to stream (1)", 1,
-	    1000000),
+	    SK_LOADER_MAX_EPOCHS),
 	{ "seed", 0, CLI_L_SEED, CLI_UINT64, "N",
 	    "seed of the shard order, shuffle and augmentation (0)", 0, 0,
 	    NULL, 0 },
 	OPT("shuffle", CLI_L_SHUFFLE, CLI_INT, "N",
-	    "shuffle buffer in samples (0: shard order only)", 0, 1 << 24),
+	    "shuffle buffer in samples (0: shard order only)", 0,
+	    SK_LOADER_MAX_SHUFFLE),
 	OPT("strict", CLI_L_STRICT, CLI_FLAG, NULL,
 	    "a bad sample or damaged shard is fatal", 0, 0),
 	OPT("max-pixels", CLI_L_MAX_PIXELS, CLI_INT, "N",
@@ -48,19 +49,22 @@ const struct cli_option cli_loader_data[] = {
 const struct cli_option cli_loader_pipeline[] = {
 	OPT("workers", CLI_L_WORKERS, CLI_INT, "N",
 	    "decode threads (this rank's CPUs; under mpirun\n"
-	    "or srun, shared among the node's ranks)", 1, 1024),
+	    "or srun, shared among the node's ranks)", 1,
+	    SK_LOADER_MAX_WORKERS),
 	OPT("io-streams", CLI_L_IO_STREAMS, CLI_INT, "N",
-	    "shards read at once (2)", 1, 256),
+	    "shards read at once (2)", 1, SK_LOADER_MAX_IO_STREAMS),
 	OPT("prefetch", CLI_L_PREFETCH, CLI_SIZE, "SIZE",
 	    "bytes read ahead of the shuffle buffer (64M)", 1, 1ULL << 40),
 	OPT("ring", CLI_L_RING, CLI_INT, "N",
-	    "batch slots (at least 3; 2 + 2 x workers / batch)", 3, 4096),
+	    "batch slots (at least 3; 2 + 2 x workers / batch)",
+	    SK_LOADER_MIN_RING, SK_LOADER_MAX_RING),
 	END
 };
 
 const struct cli_option cli_loader_augment[] = {
 	OPT("image-size", CLI_L_IMAGE_SIZE, CLI_INT, "N",
-	    "output height and width in pixels (224)", 1, 8192),
+	    "output height and width in pixels (224)", 1,
+	    SK_LOADER_MAX_IMAGE_SIZE),
 	{ "crop", 0, CLI_L_CROP, CLI_CHOICE, "random-resized|center|none",
 	    "the crop (random-resized)", 0, 0, crops, 0 },
 	{ "scale", 0, CLI_L_SCALE, CLI_LIST, "A,B",
@@ -69,7 +73,7 @@ const struct cli_option cli_loader_augment[] = {
 	    "random-resized aspect range (0.75,1.3333)", 0, 0, NULL, 2 },
 	OPT("resize", CLI_L_RESIZE, CLI_INT, "N",
 	    "center: the short side before the crop\n(image size x 8/7)", 1,
-	    65536),
+	    SK_LOADER_MAX_RESIZE),
 	OPT("flip", CLI_L_FLIP, CLI_FLAG, NULL,
 	    "random horizontal flip (on)", 0, 0),
 	OPT("no-flip", CLI_L_NO_FLIP, CLI_FLAG, NULL, "no flip", 0, 0),
@@ -94,18 +98,19 @@ const struct cli_option cli_loader_output[] = {
 
 const struct cli_option cli_loader_ranks[] = {
 	OPT("epoch", CLI_L_EPOCH, CLI_INT, "N", "the first epoch (0)", 0,
-	    1 << 30),
+	    SK_LOADER_MAX_EPOCH),
 	OPT("resume-batch", CLI_L_RESUME_BATCH, CLI_INT, "N",
-	    "start the first epoch at batch N (0)", 0, 1 << 30),
+	    "start the first epoch at batch N (0)", 0, SK_LOADER_MAX_EPOCH),
 	{ "remainder", 0, CLI_L_REMAINDER, CLI_CHOICE, "drop|keep",
 	    "samples that do not fill a batch on every rank:\n"
 	    "left out (drop), or in short batches (keep)", 0, 0, remainders,
 	    0 },
 	OPT("rank", CLI_L_RANK, CLI_INT, "N",
-	    "this rank (0; under mpirun/srun, the launcher's)", 0, 1 << 20),
+	    "this rank (0; under mpirun/srun, the launcher's)", 0,
+	    SK_LOADER_MAX_RANKS - 1),
 	OPT("world", CLI_L_WORLD, CLI_INT, "N",
 	    "ranks in all (1; under mpirun/srun, the launcher's)", 1,
-	    1 << 20),
+	    SK_LOADER_MAX_RANKS),
 	END
 };
 

@@ -27,6 +27,7 @@ sk_strerror(int code)
 	case SK_ENOSPC:		return "no space left on device";
 	case SK_ENETWORK:	return "network failure";
 	case SK_ECHANGED:	return "object changed while read";
+	case SK_ETIMEDOUT:	return "timed out";
 	}
 	return "unknown error";
 }

@@ -82,6 +82,26 @@ sk__gpu_close(struct sk__gpu *g)
 {
 }
 
+int
+sk__gpu_detach(struct sk__gpu *g, int slot, void **buf, struct sk_error *err)
+{
+	return sk_error_set(err, SK_EUNSUPPORTED,
+	    "shardkit was built without CUDA; rebuild with --with-cuda");
+}
+
+void
+sk__gpu_buffer_free(void *buf)
+{
+}
+
+int
+sk_batch_stream_wait(const struct sk_batch *b, uintptr_t stream,
+    struct sk_error *err)
+{
+	return sk_error_set(err, SK_EUNSUPPORTED,
+	    "shardkit was built without CUDA; rebuild with --with-cuda");
+}
+
 #else /* HAVE_CUDA */
 
 /* ------------------------------------------------------------------------ */
@@ -487,6 +507,50 @@ sk__gpu_wait(struct sk__gpu *g, int slot, struct sk_error *err)
 	rc = CUDA_CHECK(err, cudaEventSynchronize(g->slots[slot].done));
 	leave(g->device, prev);
 	return rc;
+}
+
+int
+sk__gpu_detach(struct sk__gpu *g, int slot, void **buf, struct sk_error *err)
+{
+	void *fresh = NULL;
+	int prev, rc;
+
+	*buf = NULL;
+	if (g == NULL || slot < 0 || slot >= g->nslots)
+		return sk_error_set(err, SK_EINVAL, "GPU: bad slot %d", slot);
+	if (g->slots[slot].buf == NULL)
+		return 0;
+	if ((rc = enter(g, &prev, err)) != 0)
+		return rc;
+	if ((rc = CUDA_CHECK(err, cudaEventSynchronize(
+	    g->slots[slot].done))) == 0 && (rc = CUDA_CHECK(err,
+	    cudaMalloc(&fresh, g->out_image_bytes * g->batch))) == 0) {
+		*buf = g->slots[slot].buf;
+		g->slots[slot].buf = fresh;
+	}
+	leave(g->device, prev);
+	return rc;
+}
+
+void
+sk__gpu_buffer_free(void *buf)
+{
+	/* Unified addressing: cudaFree finds the buffer's device. */
+	if (buf != NULL && cudaFree(buf) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
+int
+sk_batch_stream_wait(const struct sk_batch *b, uintptr_t stream,
+    struct sk_error *err)
+{
+	if (b == NULL)
+		return sk_error_set(err, SK_EINVAL, "no batch");
+	/* a kept batch was waited for when it was kept */
+	if (b->ready_event == NULL)
+		return 0;
+	return CUDA_CHECK(err, cudaStreamWaitEvent((cudaStream_t)stream,
+	    (cudaEvent_t)b->ready_event, 0));
 }
 
 void

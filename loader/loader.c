@@ -4,12 +4,14 @@
  * release, stats and close; and failing, which stops every stage.
  * pipeline.h draws the stages and lists the files that hold them.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -150,25 +152,40 @@ check_config(sk_loader *l)
 	if ((c->urls == NULL) == (c->manifest == NULL))
 		return sk__fatal(&l->h, SK_EINVAL, "give shard URLs or a "
 		    "manifest, not both or neither");
-	if (c->batch < 1 || c->batch > 1 << 20)
+	if (c->batch < 1 || c->batch > SK_LOADER_MAX_BATCH)
 		return sk__fatal(&l->h, SK_EINVAL, "batch %d: not in 1..%d",
-		    c->batch, 1 << 20);
-	if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
+		    c->batch, SK_LOADER_MAX_BATCH);
+	if (c->world < 1 || c->world > SK_LOADER_MAX_RANKS || c->rank < 0 ||
+	    c->rank >= c->world)
 		return sk__fatal(&l->h, SK_EINVAL, "rank %d of world %d: "
-		    "need 0 <= rank < world", c->rank, c->world);
-	if (c->epoch < 0 || c->epochs < 1)
+		    "need 0 <= rank < world <= %d", c->rank, c->world,
+		    SK_LOADER_MAX_RANKS);
+	if (c->epoch < 0 || c->epoch > SK_LOADER_MAX_EPOCH || c->epochs < 1 ||
+	    c->epochs > SK_LOADER_MAX_EPOCHS)
 		return sk__fatal(&l->h, SK_EINVAL, "epoch %d, epochs %d: need "
-		    "epoch >= 0 and epochs >= 1", c->epoch, c->epochs);
-	if (c->workers < 0 || c->workers > 1024 || c->io_streams < 1 ||
-	    c->io_streams > 256)
+		    "0..%d and 1..%d", c->epoch, c->epochs,
+		    SK_LOADER_MAX_EPOCH, SK_LOADER_MAX_EPOCHS);
+	if (c->workers < 0 || c->workers > SK_LOADER_MAX_WORKERS ||
+	    c->io_streams < 1 || c->io_streams > SK_LOADER_MAX_IO_STREAMS)
 		return sk__fatal(&l->h, SK_EINVAL, "workers %d, I/O streams "
-		    "%d: need 0..1024 and 1..256", c->workers, c->io_streams);
-	if (c->shuffle < 0 || c->ring < 0 || c->resume_batch < 0)
-		return sk__fatal(&l->h, SK_EINVAL, "shuffle, ring and resume "
-		    "batch must not be negative");
-	if (c->image_size < 1 || c->image_size > 8192)
+		    "%d: need 0..%d and 1..%d", c->workers, c->io_streams,
+		    SK_LOADER_MAX_WORKERS, SK_LOADER_MAX_IO_STREAMS);
+	if (c->shuffle < 0 || c->shuffle > SK_LOADER_MAX_SHUFFLE ||
+	    c->resume_batch < 0 || c->resume_batch > SK_LOADER_MAX_EPOCH)
+		return sk__fatal(&l->h, SK_EINVAL, "shuffle %d, resume batch "
+		    "%d: need 0..%d and 0..%d", c->shuffle, c->resume_batch,
+		    SK_LOADER_MAX_SHUFFLE, SK_LOADER_MAX_EPOCH);
+	if (c->ring != 0 && (c->ring < SK_LOADER_MIN_RING ||
+	    c->ring > SK_LOADER_MAX_RING))
+		return sk__fatal(&l->h, SK_EINVAL, "ring %d: need 0 (the "
+		    "default) or %d..%d", c->ring, SK_LOADER_MIN_RING,
+		    SK_LOADER_MAX_RING);
+	if (c->resize < 0 || c->resize > SK_LOADER_MAX_RESIZE)
+		return sk__fatal(&l->h, SK_EINVAL, "resize %d: not in 0..%d",
+		    c->resize, SK_LOADER_MAX_RESIZE);
+	if (c->image_size < 1 || c->image_size > SK_LOADER_MAX_IMAGE_SIZE)
 		return sk__fatal(&l->h, SK_EINVAL, "image size %d: not in "
-		    "1..8192", c->image_size);
+		    "1..%d", c->image_size, SK_LOADER_MAX_IMAGE_SIZE);
 	if ((unsigned)c->crop > SK_CROP_NONE || (unsigned)c->dtype >
 	    SK_DTYPE_F16 || (unsigned)c->layout > SK_LAYOUT_NCHW ||
 	    (unsigned)c->remainder > SK_REMAINDER_KEEP ||
@@ -246,7 +263,15 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	l->open_ns = sk__now_ns();
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cond_slot, NULL);
-	pthread_cond_init(&l->cond_ready, NULL);
+	/* sk_loader_next_wait() times its wait on the monotonic clock */
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&l->cond_ready, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&l->cond_work, NULL);
 	l->inited = 1;
 	if (cfg == NULL)
@@ -358,14 +383,44 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	l->st.nclasses = l->nclasses;
 	l->st.workers = l->nworkers;
 	l->st.io_streams = l->nio;
+	l->st.ring = l->nslots;
 	return start_threads(l);
+}
+
+/* Wait on cond_ready until the next batch is ready, the loader stops or
+ * the monotonic deadline (ns, 0: none) passes: 0, or SK_ETIMEDOUT. */
+static int
+wait_ready_locked(sk_loader *l, struct slot *sl, uint64_t deadline)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	ts.tv_sec = (time_t)(deadline / 1000000000u);
+	ts.tv_nsec = (long)(deadline % 1000000000u);
+	while (!(sl->state == SLOT_READY && sl->global == l->next_global) &&
+	    !l->stop) {
+		if (deadline == 0) {
+			pthread_cond_wait(&l->cond_ready, &l->mu);
+			continue;
+		}
+		if (rc == ETIMEDOUT)
+			return SK_ETIMEDOUT;
+		rc = pthread_cond_timedwait(&l->cond_ready, &l->mu, &ts);
+	}
+	return 0;
 }
 
 int
 sk_loader_next(sk_loader *l, struct sk_batch *b)
 {
+	return sk_loader_next_wait(l, b, -1);
+}
+
+int
+sk_loader_next_wait(sk_loader *l, struct sk_batch *b, double seconds)
+{
 	struct slot *sl;
-	uint64_t t0;
+	uint64_t t0, deadline = 0;
 	int rc, i;
 
 	if ((rc = sk__check(&l->h, SK__MAGIC_LOADER, "sk_loader_next")) != 0)
@@ -374,6 +429,9 @@ sk_loader_next(sk_loader *l, struct sk_batch *b)
 		return sk__fail(&l->h, SK_EINVAL, "sk_loader_next: no batch");
 	memset(b, 0, sizeof *b);
 	b->slot = -1;
+	if (seconds >= 0)
+		deadline = sk__now_ns() + (seconds < 1e6 ?
+		    (uint64_t)(seconds * 1e9) : (uint64_t)1e15) + 1;
 	pthread_mutex_lock(&l->mu);
 	if (l->next_global >= l->total_batches) {
 		pthread_mutex_unlock(&l->mu);
@@ -390,10 +448,12 @@ sk_loader_next(sk_loader *l, struct sk_batch *b)
 	if (!(sl->state == SLOT_READY && sl->global == l->next_global) &&
 	    !l->stop) {
 		t0 = sk__now_ns();
-		while (!(sl->state == SLOT_READY &&
-		    sl->global == l->next_global) && !l->stop)
-			pthread_cond_wait(&l->cond_ready, &l->mu);
+		rc = wait_ready_locked(l, sl, deadline);
 		sk__add_ns(&l->t_consumer_wait, t0);
+		if (rc != 0) {
+			pthread_mutex_unlock(&l->mu);
+			return rc;
+		}
 	}
 	if (l->failed) {
 		rc = l->failed;
@@ -472,6 +532,186 @@ sk_loader_release(sk_loader *l, struct sk_batch *b)
 	pthread_mutex_unlock(&l->mu);
 	b->slot = -1;
 	return 0;
+}
+
+/* A kept batch's memory (sk_loader_keep), the caller's until
+ * sk_batch_free(). */
+struct kept {
+	void *images;
+	int pinned;
+	int32_t *labels;
+	char **keys;
+	int nkeys;
+	uint64_t *bytes;
+	struct sk_sample_aug *aug;
+	void *device_images;
+};
+
+int
+sk_loader_keep(sk_loader *l, struct sk_batch *b)
+{
+	struct slot *sl;
+	struct kept *k;
+	struct sk_error err;
+	size_t nb;
+	void *images, *dev = NULL;
+	int32_t *labels;
+	char **keys;
+	uint64_t *bytes;
+	struct sk_sample_aug *aug;
+	int pinned, rc;
+
+	if ((rc = sk__check(&l->h, SK__MAGIC_LOADER, "sk_loader_keep")) != 0)
+		return rc;
+	if (b == NULL || b->slot < 0 || b->slot >= l->nslots)
+		return sk__fail(&l->h, SK_EINVAL, "sk_loader_keep: not a "
+		    "held batch of this loader");
+	sl = &l->slots[b->slot];
+	nb = (size_t)l->cfg.batch;
+	/* The new memory first: on failure the batch stays as it was. */
+	k = calloc(1, sizeof *k);
+	images = sk__host_alloc(nb * l->image_bytes + 64, &pinned);
+	labels = calloc(nb, sizeof *labels);
+	keys = calloc(nb, sizeof *keys);
+	bytes = calloc(nb, sizeof *bytes);
+	aug = calloc(nb, sizeof *aug);
+	if (k == NULL || images == NULL || labels == NULL || keys == NULL ||
+	    bytes == NULL || aug == NULL) {
+		free(k);
+		sk__host_free(images, pinned);
+		free(labels);
+		free(keys);
+		free(bytes);
+		free(aug);
+		return sk__fail(&l->h, SK_ENOMEM, "sk_loader_keep: out of "
+		    "memory for a batch slot of %zu bytes",
+		    nb * l->image_bytes);
+	}
+	/* Device mode: the copy must be done (it reads the host slot), and
+	 * the device buffer goes with the batch. */
+	if (l->gpu != NULL && sl->state == SLOT_HELD && sl->n > 0 &&
+	    ((rc = sk__gpu_wait(l->gpu, b->slot, &err)) != 0 ||
+	    (rc = sk__gpu_detach(l->gpu, b->slot, &dev, &err)) != 0)) {
+		free(k);
+		sk__host_free(images, pinned);
+		free(labels);
+		free(keys);
+		free(bytes);
+		free(aug);
+		return sk__fail(&l->h, rc, "%s", err.msg);
+	}
+	pthread_mutex_lock(&l->mu);
+	if (sl->state != SLOT_HELD) {
+		pthread_mutex_unlock(&l->mu);
+		free(k);
+		sk__host_free(images, pinned);
+		free(labels);
+		free(keys);
+		free(bytes);
+		free(aug);
+		return sk__fail(&l->h, SK_EINVAL, "sk_loader_keep: batch "
+		    "%" PRId64 " was released already", b->index);
+	}
+	k->images = sl->images;
+	k->pinned = sl->pinned;
+	k->labels = sl->labels;
+	k->keys = sl->keys;
+	k->nkeys = l->cfg.batch;
+	k->bytes = sl->bytes;
+	k->aug = sl->aug;
+	k->device_images = dev;
+	sl->images = images;
+	sl->pinned = pinned;
+	sl->labels = labels;
+	sl->keys = keys;
+	sl->bytes = bytes;
+	sl->aug = aug;
+	sl->state = SLOT_FREE;
+	pthread_cond_broadcast(&l->cond_slot);
+	pthread_mutex_unlock(&l->mu);
+	b->slot = -1;
+	b->kept = k;
+	b->ready_event = NULL;
+	return 0;
+}
+
+void
+sk_batch_free(struct sk_batch *b)
+{
+	struct kept *k;
+	int i;
+
+	if (b == NULL || (k = b->kept) == NULL)
+		return;
+	for (i = 0; i < k->nkeys; i++)
+		free(k->keys[i]);
+	sk__host_free(k->images, k->pinned);
+	sk__gpu_buffer_free(k->device_images);
+	free(k->labels);
+	free(k->keys);
+	free(k->bytes);
+	free(k->aug);
+	free(k);
+	memset(b, 0, sizeof *b);
+	b->slot = -1;
+}
+
+const char *
+sk_loader_bound(const struct sk_loader_stats *st, double wall, int decode,
+    double *share)
+{
+	double dec, io, cons;
+
+	/* A consumer that rarely waits means the pipeline keeps ahead of
+	 * it; otherwise the stage whose threads were busiest, as a share of
+	 * their capacity, is the one to give more to. */
+	cons = wall > 0 ? 1.0 - st->consumer_wait / wall : 0;
+	dec = decode && st->workers > 0 && wall > 0 ? st->decode_busy /
+	    (st->workers * wall) : 0;
+	io = st->io_streams > 0 && wall > 0 ? st->io_busy /
+	    (st->io_streams * wall) : 0;
+	if (cons > 0.9 && st->ring_wait > 0.1 * wall) {
+		*share = cons;
+		return "consumer";
+	}
+	if (dec >= io) {
+		*share = dec;
+		return "decode";
+	}
+	*share = io;
+	return "io";
+}
+
+enum sk_verdict
+sk_verdict_decide(double wait_share, double loader_ips, double compute_ips,
+    int free_input)
+{
+	int known = loader_ips >= 0 && compute_ips > 0;
+	double ratio = known ? loader_ips / compute_ips : -1;
+
+	if (free_input)
+		return SK_VERDICT_COMPUTE;
+	if (wait_share >= SK_VERDICT_WAIT_INPUT || (known &&
+	    ratio < SK_VERDICT_RATIO_INPUT))
+		return SK_VERDICT_INPUT;
+	if (wait_share <= SK_VERDICT_WAIT_COMPUTE && (!known ||
+	    ratio >= SK_VERDICT_RATIO_COMPUTE))
+		return SK_VERDICT_COMPUTE;
+	return SK_VERDICT_BALANCED;
+}
+
+const char *
+sk_verdict_name(enum sk_verdict v)
+{
+	switch (v) {
+	case SK_VERDICT_INPUT:
+		return "input-bound";
+	case SK_VERDICT_COMPUTE:
+		return "compute-bound";
+	case SK_VERDICT_BALANCED:
+		return "balanced";
+	}
+	return "?";
 }
 
 static double

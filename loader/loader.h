@@ -148,6 +148,12 @@ int sk__gpu_submit(struct sk__gpu *g, int slot, const void *host, int n,
 /* Wait until the copy out of slot's host buffer is done, so the slot can be
  * refilled. */
 int sk__gpu_wait(struct sk__gpu *g, int slot, struct sk_error *err);
+/* Hand slot's device buffer to the caller (*buf; its last submit must be
+ * done) and give the slot a new one. */
+int sk__gpu_detach(struct sk__gpu *g, int slot, void **buf,
+    struct sk_error *err);
+/* Free a buffer sk__gpu_detach() handed out (NULL: nothing). */
+void sk__gpu_buffer_free(void *buf);
 void sk__gpu_close(struct sk__gpu *g);
 
 #endif /* SK_LOADER_H */

@@ -174,34 +174,6 @@ open_loader(const struct opts *o)
 /* ------------------------------------------------------------------------ */
 /* bench                                                                    */
 
-/*
- * Which stage sets the pace. A consumer that rarely waits means the
- * pipeline keeps ahead of it; otherwise the stage whose threads were
- * busiest, as a share of their capacity, is the one to give more to.
- */
-static const char *
-bound_stage(const struct sk_loader_stats *st, double wall, int decode,
-    double *share)
-{
-	double dec, io, cons;
-
-	cons = wall > 0 ? 1.0 - st->consumer_wait / wall : 0;
-	dec = decode && st->workers > 0 && wall > 0 ? st->decode_busy /
-	    (st->workers * wall) : 0;
-	io = st->io_streams > 0 && wall > 0 ? st->io_busy /
-	    (st->io_streams * wall) : 0;
-	if (cons > 0.9 && st->ring_wait > 0.1 * wall) {
-		*share = cons;
-		return "consumer";
-	}
-	if (dec >= io) {
-		*share = dec;
-		return "decode";
-	}
-	*share = io;
-	return "io";
-}
-
 struct bench_result {
 	double wall, steady_wall;
 	uint64_t samples, steady_samples;
@@ -215,7 +187,7 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 	const struct sk_loader_config *c = &o->l.cfg;
 	const char *reasons[SK_SKIP_NREASONS];
 	double share;
-	const char *bound = bound_stage(st, r->wall, c->decode, &share);
+	const char *bound = sk_loader_bound(st, r->wall, c->decode, &share);
 	const struct sk_fetch_config *fc = &o->l.remote.cfg;
 	struct sk_fetch_stats rs;
 	struct cli_json *j;
@@ -315,7 +287,7 @@ progress(struct cli_progress *p, const struct sk_loader_stats *st,
     double wall, int64_t total)
 {
 	double share;
-	const char *bound = bound_stage(st, wall, 1, &share);
+	const char *bound = sk_loader_bound(st, wall, 1, &share);
 
 	cli_progress(p, "batch %" PRIu64 "/%" PRId64 "  %.0f images/s  "
 	    "%.1f MB/s  skipped %" PRIu64 "  bound: %s (%.0f%%)", st->batches,
@@ -371,7 +343,7 @@ cmd_bench(const struct opts *o)
 		write_json(o, &st, &r, peak_rss());
 	if (o->json == NULL || strcmp(o->json, "-") != 0) {
 		double share;
-		const char *bound = bound_stage(&st, r.wall, o->l.cfg.decode,
+		const char *bound = sk_loader_bound(&st, r.wall, o->l.cfg.decode,
 		    &share);
 		struct sk_fetch_stats rs;
 

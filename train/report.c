@@ -26,22 +26,21 @@
 #include "report.h"
 #include "train.h"
 
-/* The verdict's thresholds; the rule is in train.h and shardtrain(1). */
-#define WAIT_INPUT	0.25	/* data wait share: input-bound at or above */
-#define WAIT_COMPUTE	0.05	/* compute-bound at or below */
-#define RATIO_INPUT	0.9	/* loader / compute: input-bound below */
-#define RATIO_COMPUTE	1.1	/* compute-bound at or above */
+/* The verdict's rule and thresholds are libshardkit's
+ * (sk_verdict_decide), so a PyTorch loop's verdict is shardtrain's. */
+#define RATIO_INPUT	SK_VERDICT_RATIO_INPUT
+#define RATIO_COMPUTE	SK_VERDICT_RATIO_COMPUTE
 
 const char *
 verdict_name(enum verdict v)
 {
 	switch (v) {
 	case VERDICT_INPUT:
-		return "input-bound";
+		return sk_verdict_name(SK_VERDICT_INPUT);
 	case VERDICT_COMPUTE:
-		return "compute-bound";
+		return sk_verdict_name(SK_VERDICT_COMPUTE);
 	case VERDICT_BALANCED:
-		return "balanced";
+		return sk_verdict_name(SK_VERDICT_BALANCED);
 	}
 	return "?";
 }
@@ -115,14 +114,18 @@ verdict_decide(struct run_result *res, const struct train_config *cfg)
 	capped = cfg->throttle > 0 && (res->loader_ips < 0 ||
 	    res->loader_ips >= RATIO_INPUT * cfg->throttle);
 
-	if (free_input)
-		res->verdict = VERDICT_COMPUTE;
-	else if (share >= WAIT_INPUT || (known && ratio < RATIO_INPUT))
+	switch (sk_verdict_decide(share, res->loader_ips, res->compute_ips,
+	    free_input)) {
+	case SK_VERDICT_INPUT:
 		res->verdict = VERDICT_INPUT;
-	else if (share <= WAIT_COMPUTE && (!known || ratio >= RATIO_COMPUTE))
+		break;
+	case SK_VERDICT_COMPUTE:
 		res->verdict = VERDICT_COMPUTE;
-	else
+		break;
+	default:
 		res->verdict = VERDICT_BALANCED;
+		break;
+	}
 
 	fmt_ips(l, sizeof l, res->loader_ips);
 	fmt_ips(c, sizeof c, res->compute_ips);

@@ -422,6 +422,109 @@ TEST(loader_release_misuse)
 	sk_loader_close(l);	/* with batches still held */
 }
 
+/* A batch held past the ring is kept: its memory leaves the ring as it is,
+ * the loader goes on, and the batches are the ones a plain run gives. */
+TEST(loader_keep_moves_a_held_batch_out_of_the_ring)
+{
+	struct sk_loader_config c;
+	struct run ref;
+	sk_loader *l;
+	struct sk_batch b, held[3];
+	uint8_t *copy;
+	char key0[64], line[256];
+	struct run got;
+	void *img0;
+	size_t bytes;
+	int i, rc, n0;
+
+	make_shards(2, 20, NULL);
+	small_config(&c, 4);
+	c.ring = 3;
+	run_loader(&c, &ref);
+	memset(&got, 0, sizeof got);
+	run_add(&got, "");
+	CHECK_OK(sk_loader_open(&l, &c), l);
+	for (i = 0; i < 3; i++)
+		CHECK_EQ_INT(CHECK_OK(sk_loader_next(l, &held[i]), l), 1);
+	bytes = (size_t)held[0].n * held[0].image_bytes;
+	copy = malloc(bytes);
+	CHECK(copy != NULL);
+	memcpy(copy, held[0].images, bytes);
+	snprintf(key0, sizeof key0, "%s", held[0].keys[0]);
+	img0 = held[0].images;
+	n0 = held[0].n;
+	CHECK_OK(sk_loader_keep(l, &held[0]), l);
+	CHECK_EQ_INT(held[0].slot, -1);
+	CHECK(held[0].kept != NULL);
+	/* a kept batch is no longer the ring's to release or keep */
+	CHECK_ERR(sk_loader_release(l, &held[0]), SK_EINVAL, l);
+	/* its slot came back: the loader runs to the end */
+	for (i = 0; i < 3; i++) {
+		struct sk_batch *p = i == 0 ? &held[0] : &held[i];
+		int k;
+
+		for (k = 0; k < p->n; k++) {
+			snprintf(line, sizeof line, "%d/%lld/%s/%d/%016llx\n",
+			    p->epoch, (long long)p->index, p->keys[k],
+			    (int)p->labels[k], (unsigned long long)fnv(
+			    (const uint8_t *)p->images + (size_t)k *
+			    p->image_bytes, p->image_bytes,
+			    14695981039346656037ULL));
+			run_add(&got, line);
+		}
+	}
+	CHECK_OK(sk_loader_release(l, &held[1]), l);
+	CHECK_OK(sk_loader_release(l, &held[2]), l);
+	/* a wait with no time left either has a batch or times out, and
+	 * the loader goes on either way */
+	while ((rc = sk_loader_next_wait(l, &b, 0)) == SK_ETIMEDOUT)
+		;
+	for (; rc > 0; rc = sk_loader_next_wait(l, &b, 5)) {
+		int k;
+
+		CHECK(b.images != img0);
+		for (k = 0; k < b.n; k++) {
+			snprintf(line, sizeof line, "%d/%lld/%s/%d/%016llx\n",
+			    b.epoch, (long long)b.index, b.keys[k],
+			    (int)b.labels[k], (unsigned long long)fnv(
+			    (const uint8_t *)b.images + (size_t)k *
+			    b.image_bytes, b.image_bytes,
+			    14695981039346656037ULL));
+			run_add(&got, line);
+		}
+		CHECK_OK(sk_loader_release(l, &b), l);
+	}
+	CHECK_OK(rc, l);
+	CHECK_EQ_STR(got.text, ref.text);
+	sk_loader_close(l);
+	/* the kept batch outlives its loader, unchanged */
+	CHECK_EQ_INT(held[0].n, n0);
+	CHECK(held[0].images == img0);
+	CHECK_MEM_EQ(held[0].images, copy, bytes);
+	CHECK_EQ_STR(held[0].keys[0], key0);
+	sk_batch_free(&held[0]);
+	sk_batch_free(&held[0]);	/* twice is nothing */
+	free(copy);
+	free(got.text);
+	free(ref.text);
+}
+
+TEST(verdict_rule)
+{
+	CHECK_EQ_STR(sk_verdict_name(sk_verdict_decide(0.30, -1, -1, 0)),
+	    "input-bound");
+	CHECK_EQ_STR(sk_verdict_name(sk_verdict_decide(0.01, 80, 100, 0)),
+	    "input-bound");
+	CHECK_EQ_STR(sk_verdict_name(sk_verdict_decide(0.01, 200, 100, 0)),
+	    "compute-bound");
+	CHECK_EQ_STR(sk_verdict_name(sk_verdict_decide(0.01, -1, -1, 0)),
+	    "compute-bound");
+	CHECK_EQ_STR(sk_verdict_name(sk_verdict_decide(0.10, 200, 100, 0)),
+	    "balanced");
+	CHECK_EQ_STR(sk_verdict_name(sk_verdict_decide(0.90, 1, 100, 1)),
+	    "compute-bound");
+}
+
 /* ------------------------------------------------------------------------ */
 /* bad input                                                                */
 
