@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 #include <time.h>
 
@@ -131,6 +132,7 @@ struct engine {
 
 static struct engine eng = { .mu = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t eng_once = PTHREAD_ONCE_INIT;
+static pid_t eng_pid;		/* the process that started it */
 static int eng_rc;
 static char eng_err[SK_ERRMSG_MAX];
 
@@ -388,6 +390,7 @@ engine_start(void)
 	curl_multi_setopt(eng.multi, CURLMOPT_PIPELINING,
 	    (long)CURLPIPE_MULTIPLEX);
 	eng.rng = now_ns() | 1;
+	eng_pid = getpid();
 	pthread_mutex_lock(&eng.mu);
 	eng.started = 1;
 	pthread_mutex_unlock(&eng.mu);
@@ -402,7 +405,18 @@ engine_start(void)
 static int
 engine_get(struct sk_error *err)
 {
+	pid_t pid;
+
 	pthread_once(&eng_once, engine_start);
+	/* fork() copies the engine's memory but not its thread: a child
+	 * that waited on it would wait for ever. */
+	if (eng_rc == 0 && (pid = getpid()) != eng_pid)
+		return sk_error_set(err, SK_EUNSUPPORTED, "the fetch engine "
+		    "was started in process %ld, and process %ld is a fork() "
+		    "of it: remote reads work only in a process that did not "
+		    "inherit a started engine (start children with 'spawn' "
+		    "or 'forkserver', or before the first remote read)",
+		    (long)eng_pid, (long)pid);
 	if (eng_rc != 0)
 		return sk_error_set(err, eng_rc, "%s", eng_err);
 	return 0;
