@@ -54,8 +54,9 @@ enum {
 	SK_ENOSPC = -11,	/* no space left on the device */
 	SK_ENETWORK = -12,	/* the network failed past every retry */
 	SK_ECHANGED = -13,	/* a remote object changed while being read */
-	SK_ETIMEDOUT = -14	/* a wait with a time limit ran out (not a
+	SK_ETIMEDOUT = -14,	/* a wait with a time limit ran out (not a
 				 * failure: the handle goes on) */
+	SK_ECANCELED = -15	/* the reader's owner stopped it */
 };
 
 #define SK_ERRMSG_MAX 512

@@ -28,6 +28,7 @@ sk_strerror(int code)
 	case SK_ENETWORK:	return "network failure";
 	case SK_ECHANGED:	return "object changed while read";
 	case SK_ETIMEDOUT:	return "timed out";
+	case SK_ECANCELED:	return "cancelled";
 	}
 	return "unknown error";
 }

@@ -114,7 +114,10 @@ struct sk__stream {
 	int learn;		/* opened pinned with no ETag: the first
 				 * response's ETag and Last-Modified become
 				 * the version */
+	const int *cancel;	/* the opener's sk__cancel_flag, or NULL */
 };
+
+__thread const int *sk__cancel_flag;
 
 struct engine {
 	pthread_t thread;
@@ -1606,6 +1609,7 @@ stream_new(const char *url, const char *display)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	s->cancel = sk__cancel_flag;
 	s->url = strdup(url);
 	s->display = display != NULL ? strdup(display) : sk_url_redact(url);
 	if (s->url == NULL || s->display == NULL) {
@@ -1619,14 +1623,31 @@ stream_new(const char *url, const char *display)
 	return s;
 }
 
-/* Wait on s->cond, counting the time as time waiting on the network. */
-static void
+static int
+cancelled(const struct sk__stream *s)
+{
+	return s->cancel != NULL && __atomic_load_n(s->cancel,
+	    __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Wait on s->cond, counting the time as time waiting on the network; a
+ * stream with a cancel flag looks at it every 100 ms. 1 when cancelled. */
+static int
 wait_net(struct sk__stream *s)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), t;
+	struct timespec ts;
 
-	pthread_cond_wait(&s->cond, &s->mu);
+	if (s->cancel == NULL)
+		pthread_cond_wait(&s->cond, &s->mu);
+	else {
+		t = t0 + 100000000u;
+		ts.tv_sec = (time_t)(t / 1000000000u);
+		ts.tv_nsec = (long)(t % 1000000000u);
+		(void)pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+	}
 	ADD(wait_ns, now_ns() - t0);
+	return cancelled(s);
 }
 
 /*
@@ -1699,8 +1720,12 @@ sk__stream_wait(struct sk__stream *s, struct sk_error *err)
 
 	pthread_mutex_lock(&s->mu);
 	while (s->meta == 0)
-		wait_net(s);
-	if (s->meta < 0)
+		if (wait_net(s))
+			break;
+	if (s->meta == 0)
+		rc = sk_error_set(err, SK_ECANCELED, "%s: the read was "
+		    "cancelled", s->display);
+	else if (s->meta < 0)
 		rc = sk_error_set(err, s->err_code, "%s", s->err);
 	else if (!s->ready) {
 		/* Parts asked for past the end are not wanted. */
@@ -1765,9 +1790,13 @@ sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
 	p = s->win[0];
 	at = off - p->off;
 	while (p->have <= at && p->state != P_FAILED && p->state != P_DONE)
-		wait_net(s);
+		if (wait_net(s))
+			break;
 	if (p->have <= at) {
-		if (p->state == P_FAILED)
+		if (p->state != P_FAILED && p->state != P_DONE)
+			rc = sk_error_set(err, SK_ECANCELED, "%s: offset %"
+			    PRIu64 ": the read was cancelled", s->display, off);
+		else if (p->state == P_FAILED)
 			rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
 			    p->err);
 		else
@@ -1986,7 +2015,7 @@ sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
 	submit(s, p);
 	/* Until the engine let go of it, not just until its state says so. */
 	while (p->engine)
-		wait_net(s);
+		(void)wait_net(s);
 	pthread_mutex_unlock(&s->mu);
 	if (p->state == P_FAILED)
 		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
@@ -2053,7 +2082,7 @@ sk__req_wait(struct sk__req *r, struct sk_error *err)
 	pthread_mutex_lock(&s->mu);
 	/* Until the engine let go of it, not just until its state says so. */
 	while (p->engine)
-		wait_net(s);
+		(void)wait_net(s);
 	pthread_mutex_unlock(&s->mu);
 	if (p->state == P_FAILED)
 		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",

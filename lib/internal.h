@@ -129,6 +129,15 @@ int sk__file_list_entries(const char *dir, const char *url,
     struct sk__entries *out, struct sk_error *err);
 extern const struct sk__source_ops sk__source_http_ops;
 extern const struct sk__source_ops sk__source_gs_ops;
+
+/*
+ * A thread that reads remote sources for an owner that may stop it (the
+ * loader's I/O threads) points this at the owner's stop flag before it
+ * opens them: a read that waits on the network then ends within 100 ms of
+ * the flag turning non-zero, with SK_ECANCELED, instead of waiting for
+ * the stall timeout.
+ */
+extern __thread const int *sk__cancel_flag;
 extern const struct sk__source_ops sk__source_s3_ops;
 
 /* The ops every remote backend shares: s->impl is a fetch stream

@@ -511,6 +511,8 @@ sk__io_main(void *arg)
 	size_t i, n;
 	int e, rc = 0, next_rc;
 
+	/* close() and a failure elsewhere end this thread's network waits */
+	sk__cancel_flag = &l->stop;
 	for (e = 0; e < l->cfg.epochs && !sk__stopping(l); e++) {
 		/* The dispatcher frees the plan once it has the end marker
 		 * of the epoch's last item: read nothing of it after that,
