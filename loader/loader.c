@@ -143,6 +143,70 @@ ncpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
+/* A batch slot's memory, and a kept batch's (sk_loader_keep), the caller's
+ * until sk_batch_free(). */
+struct kept {
+	void *images;
+	int pinned;
+	int32_t *labels;
+	char **keys;
+	int nkeys;
+	uint64_t *bytes;
+	struct sk_sample_aug *aug;
+	void *device_images;
+};
+
+/* Fresh memory for a slot of nb samples: 0, or -1 with nothing held. */
+static int
+kept_alloc(struct kept *m, size_t nb, size_t image_bytes)
+{
+	memset(m, 0, sizeof *m);
+	m->nkeys = (int)nb;
+	m->images = sk__host_alloc(nb * image_bytes + 64, &m->pinned);
+	m->labels = calloc(nb, sizeof *m->labels);
+	m->keys = calloc(nb, sizeof *m->keys);
+	m->bytes = calloc(nb, sizeof *m->bytes);
+	m->aug = calloc(nb, sizeof *m->aug);
+	if (m->images != NULL && m->labels != NULL && m->keys != NULL &&
+	    m->bytes != NULL && m->aug != NULL)
+		return 0;
+	sk__host_free(m->images, m->pinned);
+	free(m->labels);
+	free(m->keys);
+	free(m->bytes);
+	free(m->aug);
+	memset(m, 0, sizeof *m);
+	return -1;
+}
+
+/* The slot's memory from now on is m's. */
+static void
+slot_give(struct slot *sl, const struct kept *m)
+{
+	sl->images = m->images;
+	sl->pinned = m->pinned;
+	sl->labels = m->labels;
+	sl->keys = m->keys;
+	sl->bytes = m->bytes;
+	sl->aug = m->aug;
+}
+
+/* Free the memory (the key strings too), not m itself. */
+static void
+kept_release(struct kept *m)
+{
+	int i;
+
+	for (i = 0; m->keys != NULL && i < m->nkeys; i++)
+		free(m->keys[i]);
+	sk__host_free(m->images, m->pinned);
+	sk__gpu_buffer_free(m->device_images);
+	free(m->labels);
+	free(m->keys);
+	free(m->bytes);
+	free(m->aug);
+}
+
 static int
 check_config(sk_loader *l)
 {
@@ -347,20 +411,18 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	for (i = 0; i < l->nslots; i++) {
 		struct slot *sl = &l->slots[i];
 		size_t nb = (size_t)c->batch;
+		struct kept m;
+		int bad = kept_alloc(&m, nb, l->image_bytes) != 0;
 
-		sl->images = sk__host_alloc(nb * l->image_bytes + 64,
-		    &sl->pinned);
-		sl->labels = calloc(nb, sizeof *sl->labels);
-		sl->keys = calloc(nb, sizeof *sl->keys);
-		sl->bytes = calloc(nb, sizeof *sl->bytes);
-		sl->aug = calloc(nb, sizeof *sl->aug);
-		sl->ok = calloc(nb, 1);
-		if (sl->images == NULL || sl->labels == NULL ||
-		    sl->keys == NULL || sl->bytes == NULL || sl->aug == NULL ||
-		    sl->ok == NULL)
+		if (!bad && (sl->ok = calloc(nb, 1)) == NULL) {
+			kept_release(&m);
+			bad = 1;
+		}
+		if (bad)
 			return sk__fatal(&l->h, SK_ENOMEM, "out of memory for "
 			    "%d batch slots of %zu bytes", l->nslots,
 			    nb * l->image_bytes);
+		slot_give(sl, &m);
 	}
 	for (i = 0; i < l->nio; i++) {
 		pthread_mutex_init(&l->queues[i].mu, NULL);
@@ -534,32 +596,14 @@ sk_loader_release(sk_loader *l, struct sk_batch *b)
 	return 0;
 }
 
-/* A kept batch's memory (sk_loader_keep), the caller's until
- * sk_batch_free(). */
-struct kept {
-	void *images;
-	int pinned;
-	int32_t *labels;
-	char **keys;
-	int nkeys;
-	uint64_t *bytes;
-	struct sk_sample_aug *aug;
-	void *device_images;
-};
-
 int
 sk_loader_keep(sk_loader *l, struct sk_batch *b)
 {
 	struct slot *sl;
-	struct kept *k;
+	struct kept *k, fresh;
 	struct sk_error err;
-	size_t nb;
-	void *images, *dev = NULL;
-	int32_t *labels;
-	char **keys;
-	uint64_t *bytes;
-	struct sk_sample_aug *aug;
-	int pinned, rc;
+	void *dev = NULL;
+	int rc;
 
 	if ((rc = sk__check(&l->h, SK__MAGIC_LOADER, "sk_loader_keep")) != 0)
 		return rc;
@@ -567,65 +611,34 @@ sk_loader_keep(sk_loader *l, struct sk_batch *b)
 		return sk__fail(&l->h, SK_EINVAL, "sk_loader_keep: not a "
 		    "held batch of this loader");
 	sl = &l->slots[b->slot];
-	nb = (size_t)l->cfg.batch;
 	/* The new memory first: on failure the batch stays as it was. */
-	k = calloc(1, sizeof *k);
-	images = sk__host_alloc(nb * l->image_bytes + 64, &pinned);
-	labels = calloc(nb, sizeof *labels);
-	keys = calloc(nb, sizeof *keys);
-	bytes = calloc(nb, sizeof *bytes);
-	aug = calloc(nb, sizeof *aug);
-	if (k == NULL || images == NULL || labels == NULL || keys == NULL ||
-	    bytes == NULL || aug == NULL) {
+	if ((k = calloc(1, sizeof *k)) == NULL ||
+	    kept_alloc(&fresh, (size_t)l->cfg.batch, l->image_bytes) != 0) {
 		free(k);
-		sk__host_free(images, pinned);
-		free(labels);
-		free(keys);
-		free(bytes);
-		free(aug);
 		return sk__fail(&l->h, SK_ENOMEM, "sk_loader_keep: out of "
 		    "memory for a batch slot of %zu bytes",
-		    nb * l->image_bytes);
+		    (size_t)l->cfg.batch * l->image_bytes);
 	}
 	/* Device mode: the copy must be done (it reads the host slot), and
 	 * the device buffer goes with the batch. */
 	if (l->gpu != NULL && sl->state == SLOT_HELD && sl->n > 0 &&
 	    ((rc = sk__gpu_wait(l->gpu, b->slot, &err)) != 0 ||
 	    (rc = sk__gpu_detach(l->gpu, b->slot, &dev, &err)) != 0)) {
+		kept_release(&fresh);
 		free(k);
-		sk__host_free(images, pinned);
-		free(labels);
-		free(keys);
-		free(bytes);
-		free(aug);
 		return sk__fail(&l->h, rc, "%s", err.msg);
 	}
 	pthread_mutex_lock(&l->mu);
 	if (sl->state != SLOT_HELD) {
 		pthread_mutex_unlock(&l->mu);
+		kept_release(&fresh);
 		free(k);
-		sk__host_free(images, pinned);
-		free(labels);
-		free(keys);
-		free(bytes);
-		free(aug);
 		return sk__fail(&l->h, SK_EINVAL, "sk_loader_keep: batch "
 		    "%" PRId64 " was released already", b->index);
 	}
-	k->images = sl->images;
-	k->pinned = sl->pinned;
-	k->labels = sl->labels;
-	k->keys = sl->keys;
-	k->nkeys = l->cfg.batch;
-	k->bytes = sl->bytes;
-	k->aug = sl->aug;
-	k->device_images = dev;
-	sl->images = images;
-	sl->pinned = pinned;
-	sl->labels = labels;
-	sl->keys = keys;
-	sl->bytes = bytes;
-	sl->aug = aug;
+	*k = (struct kept){ sl->images, sl->pinned, sl->labels, sl->keys,
+	    l->cfg.batch, sl->bytes, sl->aug, dev };
+	slot_give(sl, &fresh);
 	sl->state = SLOT_FREE;
 	pthread_cond_broadcast(&l->cond_slot);
 	pthread_mutex_unlock(&l->mu);
@@ -638,20 +651,10 @@ sk_loader_keep(sk_loader *l, struct sk_batch *b)
 void
 sk_batch_free(struct sk_batch *b)
 {
-	struct kept *k;
-	int i;
-
-	if (b == NULL || (k = b->kept) == NULL)
+	if (b == NULL || b->kept == NULL)
 		return;
-	for (i = 0; i < k->nkeys; i++)
-		free(k->keys[i]);
-	sk__host_free(k->images, k->pinned);
-	sk__gpu_buffer_free(k->device_images);
-	free(k->labels);
-	free(k->keys);
-	free(k->bytes);
-	free(k->aug);
-	free(k);
+	kept_release(b->kept);
+	free(b->kept);
 	memset(b, 0, sizeof *b);
 	b->slot = -1;
 }
@@ -827,15 +830,10 @@ sk_loader_close(sk_loader *l)
 		sk__gpu_close(l->gpu);
 	for (i = 0; l->slots != NULL && i < l->nslots; i++) {
 		struct slot *sl = &l->slots[i];
-		int k;
+		struct kept m = { sl->images, sl->pinned, sl->labels, sl->keys,
+		    l->cfg.batch, sl->bytes, sl->aug, NULL };
 
-		for (k = 0; sl->keys != NULL && k < l->cfg.batch; k++)
-			free(sl->keys[k]);
-		sk__host_free(sl->images, sl->pinned);
-		free(sl->labels);
-		free(sl->keys);
-		free(sl->bytes);
-		free(sl->aug);
+		kept_release(&m);
 		free(sl->ok);
 	}
 	for (e = 0; l->plans != NULL && e < l->cfg.epochs; e++)

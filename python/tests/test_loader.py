@@ -1,5 +1,6 @@
 """shardkit.Loader against shardload, and its guarantees."""
 
+import contextlib
 import gc
 import json
 import os
@@ -405,8 +406,10 @@ STALL_CHILD = textwrap.dedent("""
 """)
 
 
+@contextlib.contextmanager
 def _stalling_server(manifest_bytes):
-    """An http server that serves /in.json and never answers for a shard."""
+    """An http server on 127.0.0.1 (its URL) that serves /in.json and never
+    answers for a shard."""
     import socket
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -435,7 +438,12 @@ def _stalling_server(manifest_bytes):
             conns.append(c)
             threading.Thread(target=serve, args=(c,), daemon=True).start()
     threading.Thread(target=accept, daemon=True).start()
-    return srv, conns
+    try:
+        yield "http://127.0.0.1:%d" % srv.getsockname()[1]
+    finally:
+        srv.close()
+        for c in conns:
+            c.close()
 
 
 def _interrupt(code, arg, when):
@@ -467,14 +475,10 @@ def _interrupt(code, arg, when):
 
 def test_ctrl_c_in_a_wait_ends_at_once_with_no_thread_left(manifest):
     with open(manifest, "rb") as f:
-        srv, conns = _stalling_server(f.read())
-    url = "http://127.0.0.1:%d/in.json" % srv.getsockname()[1]
-    try:
-        took, out, err, rc = _interrupt(STALL_CHILD, url, 1.0)
-    finally:
-        srv.close()
-        for c in conns:
-            c.close()
+        data = f.read()
+    with _stalling_server(data) as base:
+        took, out, err, rc = _interrupt(STALL_CHILD, base + "/in.json",
+                                        1.0)
     assert rc == 3, err
     assert took < 1.0, "took %.2f s" % took
     word, left, _ = out.split()
@@ -494,14 +498,9 @@ OPEN_CHILD = textwrap.dedent("""
 
 
 def test_ctrl_c_while_the_manifest_stalls():
-    srv, conns = _stalling_server(b"")
-    url = "http://127.0.0.1:%d/x/in.tar" % srv.getsockname()[1]
-    try:
-        took, out, err, rc = _interrupt(OPEN_CHILD, url, 1.0)
-    finally:
-        srv.close()
-        for c in conns:
-            c.close()
+    with _stalling_server(b"") as base:
+        took, out, err, rc = _interrupt(OPEN_CHILD, base + "/x/in.tar",
+                                        1.0)
     assert rc == 3, err
     assert took < 1.0, "took %.2f s" % took
 
@@ -510,8 +509,7 @@ def test_gil_is_released_while_waiting(manifest):
     # next() waits on a server that never answers; another thread counts
     # meanwhile, then interrupts the wait as Ctrl-C would
     with open(manifest, "rb") as f:
-        srv, conns = _stalling_server(f.read())
-    url = "http://127.0.0.1:%d/in.json" % srv.getsockname()[1]
+        data = f.read()
     count = [0]
 
     def spin():
@@ -519,17 +517,14 @@ def test_gil_is_released_while_waiting(manifest):
         while time.monotonic() < t:
             count[0] += 1
         os.kill(os.getpid(), signal.SIGINT)
-    try:
-        with shardkit.Loader(url, **BASE, stall_timeout=600) as lo:
-            th = threading.Thread(target=spin)
-            th.start()
-            with pytest.raises(KeyboardInterrupt):
-                next(iter(lo))
-            th.join()
-    finally:
-        srv.close()
-        for c in conns:
-            c.close()
+    with _stalling_server(data) as base, \
+            shardkit.Loader(base + "/in.json", **BASE,
+                            stall_timeout=600) as lo:
+        th = threading.Thread(target=spin)
+        th.start()
+        with pytest.raises(KeyboardInterrupt):
+            next(iter(lo))
+        th.join()
     assert count[0] > 10000, count[0]
 
 

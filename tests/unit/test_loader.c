@@ -134,26 +134,35 @@ run_add(struct run *r, const char *s)
 	r->len += n;
 }
 
+/* A line per sample: epoch/batch/key/label/pixel hash. */
+static void
+run_add_batch(struct run *r, const struct sk_batch *b)
+{
+	char line[256];
+	int i;
+
+	for (i = 0; i < b->n; i++) {
+		snprintf(line, sizeof line, "%d/%lld/%s/%d/%016llx\n",
+		    b->epoch, (long long)b->index, b->keys[i],
+		    (int)b->labels[i], (unsigned long long)fnv(
+		    (const uint8_t *)b->images + (size_t)i * b->image_bytes,
+		    b->image_bytes, 14695981039346656037ULL));
+		run_add(r, line);
+	}
+}
+
 static void
 run_loader(const struct sk_loader_config *c, struct run *r)
 {
 	sk_loader *l;
 	struct sk_batch b;
-	char line[256];
-	int i, rc;
+	int rc;
 
 	memset(r, 0, sizeof *r);
 	run_add(r, "");
 	CHECK_OK(sk_loader_open(&l, c), l);
 	while ((rc = sk_loader_next(l, &b)) > 0) {
-		for (i = 0; i < b.n; i++) {
-			snprintf(line, sizeof line, "%d/%lld/%s/%d/%016llx\n",
-			    b.epoch, (long long)b.index, b.keys[i],
-			    (int)b.labels[i], (unsigned long long)fnv(
-			    (const uint8_t *)b.images + (size_t)i *
-			    b.image_bytes, b.image_bytes, 14695981039346656037ULL));
-			run_add(r, line);
-		}
+		run_add_batch(r, &b);
 		r->batches++;
 		r->samples += b.n;
 		CHECK_OK(sk_loader_release(l, &b), l);
@@ -431,7 +440,7 @@ TEST(loader_keep_moves_a_held_batch_out_of_the_ring)
 	sk_loader *l;
 	struct sk_batch b, held[3];
 	uint8_t *copy;
-	char key0[64], line[256];
+	char key0[64];
 	struct run got;
 	void *img0;
 	size_t bytes;
@@ -459,20 +468,8 @@ TEST(loader_keep_moves_a_held_batch_out_of_the_ring)
 	/* a kept batch is no longer the ring's to release or keep */
 	CHECK_ERR(sk_loader_release(l, &held[0]), SK_EINVAL, l);
 	/* its slot came back: the loader runs to the end */
-	for (i = 0; i < 3; i++) {
-		struct sk_batch *p = i == 0 ? &held[0] : &held[i];
-		int k;
-
-		for (k = 0; k < p->n; k++) {
-			snprintf(line, sizeof line, "%d/%lld/%s/%d/%016llx\n",
-			    p->epoch, (long long)p->index, p->keys[k],
-			    (int)p->labels[k], (unsigned long long)fnv(
-			    (const uint8_t *)p->images + (size_t)k *
-			    p->image_bytes, p->image_bytes,
-			    14695981039346656037ULL));
-			run_add(&got, line);
-		}
-	}
+	for (i = 0; i < 3; i++)
+		run_add_batch(&got, &held[i]);
 	CHECK_OK(sk_loader_release(l, &held[1]), l);
 	CHECK_OK(sk_loader_release(l, &held[2]), l);
 	/* a wait with no time left either has a batch or times out, and
@@ -480,18 +477,8 @@ TEST(loader_keep_moves_a_held_batch_out_of_the_ring)
 	while ((rc = sk_loader_next_wait(l, &b, 0)) == SK_ETIMEDOUT)
 		;
 	for (; rc > 0; rc = sk_loader_next_wait(l, &b, 5)) {
-		int k;
-
 		CHECK(b.images != img0);
-		for (k = 0; k < b.n; k++) {
-			snprintf(line, sizeof line, "%d/%lld/%s/%d/%016llx\n",
-			    b.epoch, (long long)b.index, b.keys[k],
-			    (int)b.labels[k], (unsigned long long)fnv(
-			    (const uint8_t *)b.images + (size_t)k *
-			    b.image_bytes, b.image_bytes,
-			    14695981039346656037ULL));
-			run_add(&got, line);
-		}
+		run_add_batch(&got, &b);
 		CHECK_OK(sk_loader_release(l, &b), l);
 	}
 	CHECK_OK(rc, l);

@@ -692,33 +692,33 @@ versioned_deleter(DLManagedTensorVersioned *t)
 
 /* A capsule no one consumed still owns its tensor. */
 static void
-legacy_capsule_free(PyObject *cap)
+capsule_free(PyObject *cap, const char *name)
 {
 	PyObject *et, *ev, *tb;
-	DLManagedTensor *t;
+	void *t;
 
-	if (!PyCapsule_IsValid(cap, "dltensor"))
+	if (!PyCapsule_IsValid(cap, name))
 		return;
 	PyErr_Fetch(&et, &ev, &tb);
-	t = PyCapsule_GetPointer(cap, "dltensor");
-	if (t != NULL && t->deleter != NULL)
-		t->deleter(t);
+	if ((t = PyCapsule_GetPointer(cap, name)) != NULL) {
+		if (strcmp(name, "dltensor") == 0)
+			legacy_deleter(t);
+		else
+			versioned_deleter(t);
+	}
 	PyErr_Restore(et, ev, tb);
+}
+
+static void
+legacy_capsule_free(PyObject *cap)
+{
+	capsule_free(cap, "dltensor");
 }
 
 static void
 versioned_capsule_free(PyObject *cap)
 {
-	PyObject *et, *ev, *tb;
-	DLManagedTensorVersioned *t;
-
-	if (!PyCapsule_IsValid(cap, "dltensor_versioned"))
-		return;
-	PyErr_Fetch(&et, &ev, &tb);
-	t = PyCapsule_GetPointer(cap, "dltensor_versioned");
-	if (t != NULL && t->deleter != NULL)
-		t->deleter(t);
-	PyErr_Restore(et, ev, tb);
+	capsule_free(cap, "dltensor_versioned");
 }
 
 static void
