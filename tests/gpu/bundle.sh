@@ -6,8 +6,10 @@
 # usage: tests/gpu/bundle.sh pack BUILDDIR OUTDIR
 #            (on the build machine) writes OUTDIR/shardkit-gpu.tar.xz: the
 #            linked programs shardtrain, shardtool, tests/gpu/backend_gpu
-#            and tests/gpu/loader_gpu, the scripts run.sh and train_gpu.sh,
-#            libshardkit, and every library they load
+#            and tests/gpu/loader_gpu, the scripts run.sh, train_gpu.sh and
+#            python_gpu.sh, the Python package's wheel (when python3 has
+#            build, setuptools and wheel), libshardkit, and every library
+#            they load
 #            except glibc's, libstdc++/libgcc and NVIDIA's (the GPU machine
 #            brings its own CUDA runtime, cuBLASLt, cuDNN and NCCL)
 #        tests/gpu/bundle.sh run BUNDLEDIR [ARG...]
@@ -67,7 +69,17 @@ pack() {
 	while read -r f; do
 		cp -L "$f" "$stage/lib/" || exit 1
 	done || die "copying the libraries failed"
-	cp "$here/run.sh" "$here/train_gpu.sh" "$stage/"
+	cp "$here/run.sh" "$here/train_gpu.sh" "$here/python_gpu.sh" "$stage/"
+	# the Python package as one abi3 wheel (libshardkit inside), for
+	# python_gpu.sh; without Python's build tools, that test skips
+	if python3 -c 'import build, setuptools, wheel' 2>/dev/null; then
+		rm -rf "$stage/pkg"
+		cp -r "$here/../../python" "$stage/pkg"
+		SHARDKIT_SRC="$here/../.." SHARDKIT_BUILD="$b" python3 -m build \
+		    --wheel --no-isolation --outdir "$stage" "$stage/pkg" \
+		    >/dev/null || die "python -m build failed"
+		rm -rf "$stage/pkg"
+	fi
 	tar -C "$stage" -cJf "$out/shardkit-gpu.tar.xz" . ||
 	    die "$out/shardkit-gpu.tar.xz: cannot write it"
 	echo "bundle.sh: $out/shardkit-gpu.tar.xz ($(du -h \

@@ -14,7 +14,8 @@
 
 # The GPU tests: programs relative to the build directory, scripts (*.sh)
 # beside this one.
-tests="tests/gpu/loader_gpu tests/gpu/backend_gpu tests/gpu/train_gpu.sh"
+tests="tests/gpu/loader_gpu tests/gpu/backend_gpu tests/gpu/train_gpu.sh
+    tests/gpu/python_gpu.sh"
 here=$(dirname "$0")
 
 top_builddir=${top_builddir:-.}
