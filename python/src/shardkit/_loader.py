@@ -198,7 +198,10 @@ class Loader:
     device
         "cuda:N": batches are copied to GPU N and converted there; the
         images Array lives on the GPU, and ``torch.from_dlpack`` makes the
-        current stream wait for the copy.
+        current stream wait for the copy. Its device memory goes back to
+        the loader when the last tensor made from it is freed: work still
+        queued on another stream that reads it must be done by then (as
+        after ``loss.item()``).
     drop_last
         Leave out (True, default) or keep in short last batches the
         samples that do not fill a batch on every rank.
