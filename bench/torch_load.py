@@ -4,7 +4,7 @@
     torch_load.py SHARD... [--batch 256] [--workers N] [--shuffle 1000]
                   [--shardshuffle 100] [--seed 0] [--image-size 224]
                   [--variant pil|tvio] [--prefetch-factor 2] [--epochs 1]
-                  [--json FILE] [--expect N]
+                  [--touch] [--json FILE] [--expect N]
 
 Streams the shards once per epoch through the canonical PyTorch input
 pipeline and throws the batches away:
@@ -23,6 +23,11 @@ webdataset decode handler: webdataset's own image decoders all go through
 PIL) and the same transforms on tensors (RandomResizedCrop with
 antialias=True, ConvertImageDtype(float32) instead of ToTensor). Both give
 float32 NCHW batches normalised with ImageNet's mean and std.
+
+--touch reads every batch in the consumer, as a training step would and as
+python_loop.py does with shardkit.Loader's batches (bench/python.sh, issue
+25): pixel_sum += float(x.sum()). Without it the batches are counted and
+dropped.
 
 --stats records the first batch's dtype, shape and per-channel minimum and
 maximum (first_batch_stats), for comparing with shardload's output.
@@ -74,6 +79,8 @@ def parse_args(argv):
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--expect", type=int, default=None,
                     help="images every epoch must deliver")
+    ap.add_argument("--touch", action="store_true",
+                    help="sum every batch's pixels in the consumer")
     ap.add_argument("--stats", action="store_true",
                     help="record the first batch's dtype, shape and "
                          "per-channel range (first_batch_stats)")
@@ -144,6 +151,7 @@ def main(argv):
     stats = None
     for ep in range(args.epochs):
         images = batches = label_sum = 0
+        pixel_sum = 0.0
         first_n = 0
         t0 = time.perf_counter()
         t_first = t_last = None
@@ -161,6 +169,8 @@ def main(argv):
                                  shape=list(x.shape),
                                  min=x.amin(dim=(0, 2, 3)).tolist(),
                                  max=x.amax(dim=(0, 2, 3)).tolist())
+            if args.touch:
+                pixel_sum += float(x.sum())
             images += n
             batches += 1
             label_sum += int(y.sum())
@@ -169,6 +179,7 @@ def main(argv):
         window = t_last - t_first
         e = dict(epoch=ep, images=images, batches=batches,
                  first_batch_images=first_n, label_sum=label_sum,
+                 pixel_sum=pixel_sum if args.touch else None,
                  first_batch_s=round(t_first - t0, 4),
                  wall_s=round(window, 4),
                  total_s=round(t_last - t0, 4),
@@ -200,6 +211,7 @@ def main(argv):
                     prefetch_factor=args.prefetch_factor or 2,
                     persistent_workers=args.workers > 0,
                     pin_memory=False, epochs=args.epochs,
+                    touch=args.touch,
                     nshards=len(args.shards),
                     torch_threads_main=torch.get_num_threads()),
         versions=dict(python=platform.python_version(),
