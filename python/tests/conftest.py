@@ -2,9 +2,10 @@
 
 tests/cli/python.sh sets the scene and runs pytest: SK_DATA (a folder with
 the shards in.json, in-000000.tar ...), SHARDLOAD (the C tool the batches
-are checked against), and for the remote cases SK_HTTP_URL (nginx serving
-SK_DATA's parent) and SK_GS_MANIFEST with STORAGE_EMULATOR_HOST (the same
-shards in gcp-storage-emulator).
+are checked against), and for the remote cases SK_HTTP_URL and
+SK_HTTPS_URL (nginx serving SK_DATA's parent; SK_CA_FILE trusts the https
+one) and SK_GS_MANIFEST with STORAGE_EMULATOR_HOST (the same shards in
+gcp-storage-emulator).
 """
 
 import os

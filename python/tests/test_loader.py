@@ -50,6 +50,16 @@ def test_http_batches_equal_shardload(rank, workers):
                                   **opts)
 
 
+def test_https_batches_equal_shardload():
+    url = env("SK_HTTPS_URL") + "/s/in.json"
+    ca = env("SK_CA_FILE")
+    opts = dict(BASE, workers=2)
+    want = shardload_keys(url, extra=["--ca-file", ca], **opts)
+    assert loader_lines(url, ca_file=ca, **opts) == want
+    assert want == shardload_keys(os.path.join(env("SK_DATA"), "in.json"),
+                                  **opts)
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_bucket_batches_equal_shardload(rank, workers):

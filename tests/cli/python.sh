@@ -103,6 +103,7 @@ has example.out "data wait"
 
 say "pytest python/tests"
 export SK_DATA="$T/www/s" SHARDLOAD="$SHARDLOAD" SK_HTTP_URL="$HTTP_URL" \
+    SK_HTTPS_URL="$HTTPS_URL" SK_CA_FILE="$T/ca.pem" \
     SK_GS_MANIFEST="gs://data/in/in.json"
 set +e
 (cd "$T" && "$T/venv/bin/python" -m pytest -q -p no:cacheprovider \

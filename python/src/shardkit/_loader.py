@@ -144,8 +144,8 @@ def _device_index(device):
     s = str(device)
     if s == "cpu":
         return -1
-    if s == "cuda":
-        return 0
+    if s == "cuda":     # this rank's GPU under torchrun
+        return _env_int("LOCAL_RANK", 0, 1024) or 0
     if s.startswith("cuda:"):
         try:
             return _whole("device", int(s[5:]), 0, 1024)
@@ -196,7 +196,8 @@ class Loader:
         Decode threads (this rank's share of the CPUs), shards read at
         once, bytes read ahead, batch slots.
     device
-        "cuda:N": batches are copied to GPU N and converted there; the
+        "cuda:N" (or "cuda": torchrun's LOCAL_RANK, else 0): batches are
+        copied to that GPU and converted there; the
         images Array lives on the GPU, and ``torch.from_dlpack`` makes the
         current stream wait for the copy. Its device memory goes back to
         the loader when the last tensor made from it is freed: work still
