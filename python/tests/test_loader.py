@@ -538,6 +538,34 @@ def test_gil_is_released_while_waiting(manifest):
     assert count[0] > 10000, count[0]
 
 
+def test_one_thread_at_a_time(manifest):
+    with open(manifest, "rb") as f:
+        data = f.read()
+    with _stalling_server(data) as base, \
+            shardkit.Loader(base + "/in.json", **BASE,
+                            stall_timeout=60) as lo:
+        errors, seen = [], []
+
+        def other():
+            time.sleep(0.3)             # the main thread waits in next()
+            try:
+                for call in (lambda: next(iter(lo)), lo.close):
+                    try:
+                        call()
+                    except RuntimeError as e:
+                        errors.append(str(e))
+                seen.append(lo.stats()["batches"])  # stats: any time
+            finally:
+                os.kill(os.getpid(), signal.SIGINT)
+        th = threading.Thread(target=other)
+        th.start()
+        with pytest.raises(KeyboardInterrupt):
+            next(iter(lo))
+        th.join()
+    assert len(errors) == 2 and all("another thread" in e for e in errors)
+    assert seen == [0]
+
+
 FORK_CHILD = textwrap.dedent("""
     import os, sys, shardkit
     lo = shardkit.Loader(sys.argv[1], batch_size=6, image_size=32)

@@ -40,11 +40,11 @@ class Batch(tuple):
             self.epoch, self.index, len(self[2]))
 
 # Every open loader, so that the interpreter's exit stops their threads.
-_open = weakref.WeakSet()
+_live = weakref.WeakSet()
 
 
 def _close_all():
-    for lo in list(_open):
+    for lo in list(_live):
         try:
             lo.close()
         except Exception:
@@ -377,7 +377,7 @@ class Loader:
         self._epoch_done = True
         self._next = (epoch, batch)  # what the next batch will be
         self._done = epoch >= self._end_epoch
-        _open.add(self)
+        _live.add(self)
 
     def _take(self):
         """The next (images, labels, keys, epoch, index), or None."""
@@ -561,12 +561,13 @@ class Loader:
     def close(self):
         """Stop the loader's threads and free its ring. Batches still held
         keep their memory until they are gone. Closing twice is fine."""
-        c, self._c = self._c, None
+        if self._c is not None:
+            # refused while another thread waits in next(): still open
+            self._c.close()
+        self._c = None
         self._pending = None
         self._done = True
-        if c is not None:
-            c.close()
-        _open.discard(self)
+        _live.discard(self)
 
     def __enter__(self):
         return self

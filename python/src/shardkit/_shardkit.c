@@ -141,6 +141,7 @@ typedef struct {
 	int device;		/* -1: host batches */
 	int64_t delivered;	/* batches handed out */
 	int64_t kept;		/* of them, kept out of the ring */
+	int busy;		/* a next() waits with the GIL released */
 	BatchObject **owner;	/* (nslots) the Batch holding each slot;
 				 * borrowed: a Batch clears its entry */
 } LoaderObject;
@@ -975,11 +976,19 @@ Loader_next(LoaderObject *self, PyObject *unused)
 
 	if (check_process(self) != 0)
 		return NULL;
+	/* the GIL is let go while next() waits: another thread may come */
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by "
+		    "another thread (next() is waiting there); one thread at a "
+		    "time may take batches or close it");
+		return NULL;
+	}
 	/* The next batch's slot is still held: keep that batch. */
 	slot = (int)(self->delivered % self->nslots);
 	if (self->owner[slot] != NULL && keep_batch(self,
 	    self->owner[slot]) != 0)
 		return NULL;
+	self->busy = 1;
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
 		rc = sk_loader_next_wait(self->l, &b, 0.05);
@@ -987,9 +996,12 @@ Loader_next(LoaderObject *self, PyObject *unused)
 		if (rc != SK_ETIMEDOUT)
 			break;
 		/* Ctrl-C: KeyboardInterrupt now; the loader goes on */
-		if (PyErr_CheckSignals() < 0)
+		if (PyErr_CheckSignals() < 0) {
+			self->busy = 0;
 			return NULL;
+		}
 	}
+	self->busy = 0;
 	if (rc == 0)
 		Py_RETURN_NONE;
 	if (rc < 0)
@@ -1122,6 +1134,11 @@ fail:
 static PyObject *
 Loader_close(LoaderObject *self, PyObject *unused)
 {
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "close(): the loader is "
+		    "in use by another thread (next() is waiting there)");
+		return NULL;
+	}
 	if (self->l != NULL && (long)getpid() != self->pid) {
 		/* a fork's copy: nothing of it can be stopped or freed */
 		self->l = NULL;
