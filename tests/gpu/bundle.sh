@@ -8,10 +8,11 @@
 #            linked programs shardtrain, shardtool, tests/gpu/backend_gpu
 #            and tests/gpu/loader_gpu, the scripts run.sh, train_gpu.sh and
 #            python_gpu.sh, the Python package's wheel (when python3 has
-#            build, setuptools and wheel), libshardkit, and every library
-#            they load
-#            except glibc's, libstdc++/libgcc and NVIDIA's (the GPU machine
-#            brings its own CUDA runtime, cuBLASLt, cuDNN and NCCL)
+#            build, setuptools and wheel), the kernel profiler kprof.so
+#            and kprof.py (when CUPTI is installed), libshardkit, and
+#            every library they load except glibc's, libstdc++/libgcc and
+#            NVIDIA's (the GPU machine brings its own CUDA runtime,
+#            cuBLASLt, cuDNN, NVRTC and NCCL)
 #        tests/gpu/bundle.sh run BUNDLEDIR [ARG...]
 #            (on the GPU machine) unpacks BUNDLEDIR/shardkit-gpu.tar.xz
 #            under $TMPDIR, finds NVIDIA's libraries (the CUDA toolkit's
@@ -69,7 +70,17 @@ pack() {
 	while read -r f; do
 		cp -L "$f" "$stage/lib/" || exit 1
 	done || die "copying the libraries failed"
-	cp "$here/run.sh" "$here/train_gpu.sh" "$here/python_gpu.sh" "$stage/"
+	cp "$here/run.sh" "$here/train_gpu.sh" "$here/python_gpu.sh" \
+	    "$here/kprof.py" "$stage/"
+	# the kernel profiler (kprof.c), where CUDA's CUPTI is installed
+	cupti=$(ls -d /usr/local/cuda/targets/*/include/cupti.h \
+	    /usr/local/cuda/include/cupti.h 2>/dev/null | head -n 1)
+	if [ -n "$cupti" ]; then
+		${CC:-cc} -std=gnu11 -Wall -Wextra -O2 -shared -fPIC \
+		    -I"$(dirname "$cupti")" "$here/kprof.c" \
+		    -o "$stage/lib/kprof.so" -L/usr/local/cuda/lib64 \
+		    -L/usr/local/cuda/lib -lcupti || die "kprof.c: cannot build it"
+	fi
 	# the Python package as one abi3 wheel (libshardkit inside), for
 	# python_gpu.sh; without Python's build tools, that test skips
 	if python3 -c 'import build, setuptools, wheel' 2>/dev/null; then
@@ -112,6 +123,8 @@ for s in site.getsitepackages():
 	export LD_LIBRARY_PATH="$dir/lib$nv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export SHARDTRAIN="$dir/bin/train/shardtrain"
 	export SHARDTOOL="$dir/bin/shardtool/shardtool"
+	# CUDA_INJECTION64_PATH=$KPROF profiles a run's kernels (kprof.c)
+	export KPROF="$dir/lib/kprof.so" KPROF_PY="$dir/kprof.py"
 	echo "bundle.sh: programs in $dir/bin, libraries from $LD_LIBRARY_PATH"
 }
 

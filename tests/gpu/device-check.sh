@@ -18,13 +18,19 @@
 #     profile   shardtrain --profile, bf16, both cases; and ResNet-50 with
 #               SHARDKIT_CUDA_NCHW=1 (the NCHW fallback) for comparison
 #     bench     bench/gpu-train.sh --budget: shardtrain bf16 and fp32
-#               against PyTorch eager bf16 and fp32, ResNet-50 at 256 and
-#               ViT-L/16 at 64, one round (add rounds by running it again)
+#               against PyTorch eager bf16 and fp32 (BENCH_PRECISIONS to
+#               choose), ResNet-50 at 256 and ViT-L/16 at 64, one round
+#               (add rounds by running it again)
 #     compile   PyTorch torch.compile + bf16, one round, into the same
 #               results, for COMPILE_CASES (default both models)
 #     verdict   ResNet-50 bf16 fed by the loader from local JPEG shards:
 #               data wait, loader-alone and compute-alone ceilings and the
 #               verdict (shardtrain --json)
+#     kprof     where the GPU time of a bf16 step goes, kernel by kernel
+#               (kprof.so, tests/gpu/kprof.c): shardtrain and PyTorch
+#               eager bf16 for KPROF_CASES (default "resnet50:256
+#               vit-l16:64"), each the difference of a short and a long
+#               run, into OUTDIR/kprof-*.txt
 #     report    bench/gpu-train.sh --report of what was measured
 # STAGE_TIMEOUT (seconds, default 420) bounds each stage; BENCH_DIR keeps
 # bench/gpu-train.sh's runs (default OUTDIR/bench); QUICK_PRECISIONS the
@@ -121,7 +127,8 @@ stage_profile() {
 }
 
 stage_bench() {
-	ST_PRECISIONS="bf16 fp32" PT_PRECISIONS="bf16 fp32" \
+	ST_PRECISIONS=${BENCH_PRECISIONS:-bf16 fp32} \
+	    PT_PRECISIONS=${BENCH_PRECISIONS:-bf16 fp32} \
 	    PT_VARIANTS=eager in_bundle sh -c \
 	    '"$0"/bench/gpu-train.sh --budget --out "$1" --shardtrain \
 	    "$SHARDTRAIN"' "$root" "$bench"
@@ -151,6 +158,36 @@ stage_verdict() {
 	rm -rf "$d"' _ "$out"
 }
 
+# kprof_case MODEL BATCH OUT: two runs each of shardtrain and PyTorch
+# eager under kprof.so, 10 steps apart, and their difference per step
+stage_kprof() {
+	local c
+	for c in ${KPROF_CASES:-resnet50:256 vit-l16:64}; do
+		in_bundle bash -c '
+		m=${1%%:*} b=${1#*:} out=$2 root=$3
+		[ -f "$KPROF" ] || { echo "kprof: no kprof.so in the bundle"; exit 1; }
+		for n in 4 14; do
+			CUDA_INJECTION64_PATH=$KPROF KPROF_OUT=$out/k-$m-$n.tsv \
+			    "$SHARDTRAIN" --backend cuda --model $m --classes 1000 \
+			    --batch $b --steps $n -q --ceiling-steps 0 ||
+			    echo "kprof: shardtrain $m $n steps failed"
+		done
+		python3 "$KPROF_PY" "$out/k-$m-4.tsv" "$out/k-$m-14.tsv" 10 40 |
+		    tee "$out/kprof-$m.txt"
+		for n in 5 15; do
+			CUDA_INJECTION64_PATH=$KPROF KPROF_OUT=$out/kt-$m-$n.tsv \
+			    python3 "$root/bench/torch_gpu_train.py" --model $m \
+			    --batch $b --precision bf16 --no-compile --warmup 3 \
+			    --steps $n ||
+			    echo "kprof: PyTorch $m $n steps failed"
+		done
+		python3 "$KPROF_PY" "$out/kt-$m-5.tsv" "$out/kt-$m-15.tsv" 10 \
+		    25 | tee "$out/kprof-torch-$m.txt"
+		rm -f "$out"/k-$m-*.tsv "$out"/kt-$m-*.tsv
+		' _ "$c" "$out" "$root"
+	done
+}
+
 stage_report() {
 	"$root/bench/gpu-train.sh" --report "$bench" | tee "$out/report.md"
 	cp "$bench/records.jsonl" "$out/records.jsonl"
@@ -159,7 +196,7 @@ stage_report() {
 rc=0
 for s in "$@"; do
 	case $s in
-	info|tests|sanitize|quick|profile|bench|compile|verdict|report) ;;
+	info|tests|sanitize|quick|profile|bench|compile|verdict|kprof|report) ;;
 	*) echo "device-check.sh: unknown stage '$s'" >&2; exit 2 ;;
 	esac
 	say "stage $s"
