@@ -36,6 +36,9 @@
 #include "optim.h"
 #include "strategy.h"
 #include "cuda/cuda.h"
+#include "cuda/nhwc.h"
+
+#include <cuda_runtime_api.h>
 
 /*
  * Tolerances, on the norm-wise relative error.
@@ -580,19 +583,162 @@ test_batchnorm(void)
 	}
 }
 
+/*
+ * The channels-last batch norm (cuda/nhwc.h), the bf16 path's, run here on
+ * floats: the CPU's (B,C,HW) tensors transposed to (B,HW,C) and back. The
+ * shapes cover the vector path with a tile of 8 threads across and idle
+ * ones (C 8, 16), a full 8 (C 32: the tile of bf16's C 64), 16 (C 64),
+ * several tiles (C 1024), and C 6, which is no multiple of the vector
+ * width and takes the one-channel path.
+ */
+
+/* a (B,C,HW) host tensor to (B,HW,C) in dst, or back with back set */
+static void
+nhwc_host(float *dst, const float *src, int B, int C, int HW, int back)
+{
+	for (int b = 0; b < B; b++)
+		for (int c = 0; c < C; c++)
+			for (int i = 0; i < HW; i++) {
+				size_t nchw = ((size_t)b * C + c) * HW + i;
+				size_t nhwc = ((size_t)b * HW + i) * C + c;
+
+				if (back)
+					dst[nchw] = src[nhwc];
+				else
+					dst[nhwc] = src[nchw];
+			}
+}
+
+/* A device copy of x's host side, channels-last (x may be NULL-sided). */
+static float *
+nhwc_dev(const struct t *x, int B, int C, int HW)
+{
+	float *h = xmalloc(x->n * sizeof(float)), *d;
+
+	nhwc_host(h, x->h, B, C, HW, 0);
+	d = balloc(gpu, x->n * sizeof(float));
+	gpu->to_device(d, h, x->n * sizeof(float));
+	free(h);
+	return d;
+}
+
+/* Check channels-last device tensor d against x's CPU side; frees d. */
+static void
+nhwc_check(const char *op, const char *variant, const char *what, float *d,
+    const struct t *x, int B, int C, int HW, double tol)
+{
+	float *h = xmalloc(x->n * sizeof(float));
+	float *got = xmalloc(x->n * sizeof(float));
+
+	gpu->to_host(h, d, x->n * sizeof(float));
+	nhwc_host(got, h, B, C, HW, 1);
+	cmp_floats(op, variant, what, got, x->h, x->n, tol);
+	free(h);
+	free(got);
+	gpu->free(d);
+}
+
+static void
+test_batchnorm_nhwc(void)
+{
+	static const struct {
+		int B, C, HW;
+	} shapes[] = { { 4, 6, 25 }, { 4, 8, 25 }, { 4, 32, 25 },
+	    { 3, 16, 49 }, { 2, 64, 100 }, { 2, 1024, 9 } };
+	const float momentum = 0.1f, eps = 1e-5f;
+	size_t k;
+	char v[96];
+
+	reseed(12);
+	for (k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+		int B = shapes[k].B, C = shapes[k].C, HW = shapes[k].HW;
+		size_t n = (size_t)B * C * HW;
+
+		for (int relu = 0; relu <= 1; relu++) {
+			struct t in = t_rand(n, 2, 0.5f);
+			struct t g = t_rand((size_t)C, 0.5f, 1);
+			struct t be = t_rand((size_t)C, 0.5f, 0);
+			struct t mean = t_rand((size_t)C, 1, 0);
+			struct t rstd = t_rand((size_t)C, 1, 0);
+			struct t rm = t_rand((size_t)C, 0.5f, 0);
+			struct t rv = t_rand((size_t)C, 0.5f, 1);
+			struct t res = t_rand(n, 1, 0);
+			struct t out = t_rand(n, 1, 0);
+			struct t dout = t_rand(n, 1, 0);
+			struct t din = t_rand(n, 1, 0);
+			struct t dg = t_rand((size_t)C, 1, 0);
+			struct t db = t_rand((size_t)C, 1, 0);
+			struct t dres = t_rand(n, 1, 0);
+			float *d_in = nhwc_dev(&in, B, C, HW);
+			float *d_res = nhwc_dev(&res, B, C, HW);
+			float *d_out = nhwc_dev(&out, B, C, HW);
+			float *d_dout = nhwc_dev(&dout, B, C, HW);
+			float *d_din = nhwc_dev(&din, B, C, HW);
+			float *d_dres = nhwc_dev(&dres, B, C, HW);
+
+			/* forward, training, with the residual */
+			snprintf(v, sizeof(v), "%dx%dx%d_nhwc_train_res%s", B,
+			    C, HW, relu ? "_relu" : "");
+			cpu->batchnorm_forward(B, C, HW, out.h, in.h, g.h, be.h,
+			    mean.h, rstd.h, rm.h, rv.h, momentum, eps, 1, 1,
+			    res.h, relu);
+			gpu->sync();
+			cuk_nhwc_batchnorm_forward(B, C, HW, d_out, d_in, g.d,
+			    be.d, mean.d, rstd.d, rm.d, rv.d, momentum, eps, 1,
+			    1, d_res, relu, NULL);
+			cudaDeviceSynchronize();
+			t_check("batchnorm_forward", v, "mean", &mean, TOL);
+			t_check("batchnorm_forward", v, "rstd", &rstd, TOL);
+			t_check("batchnorm_forward", v, "run_mean", &rm, TOL);
+			t_check("batchnorm_forward", v, "run_var", &rv, TOL);
+			nhwc_check("batchnorm_forward", v, "out", d_out, &out, B,
+			    C, HW, TOL);
+			/* the backward from the CPU's saved state and mask */
+			t_share(&mean), t_share(&rstd);
+			d_out = nhwc_dev(&out, B, C, HW);
+			cpu->batchnorm_backward(B, C, HW, din.h, dg.h, db.h,
+			    dout.h, in.h, g.h, mean.h, rstd.h, dres.h, out.h,
+			    relu);
+			gpu->sync();
+			cuk_nhwc_batchnorm_backward(B, C, HW, d_din, dg.d, db.d,
+			    d_dout, d_in, g.d, mean.d, rstd.d, d_dres, d_out,
+			    relu, NULL);
+			cudaDeviceSynchronize();
+			snprintf(v, sizeof(v), "%dx%dx%d_nhwc_res%s", B, C, HW,
+			    relu ? "_relu" : "");
+			nhwc_check("batchnorm_backward", v, "dinp", d_din, &din,
+			    B, C, HW, TOL_RED);
+			nhwc_check("batchnorm_backward", v, "dres", d_dres,
+			    &dres, B, C, HW, TOL_RED);
+			t_check("batchnorm_backward", v, "dgamma", &dg,
+			    TOL_RED);
+			t_check("batchnorm_backward", v, "dbeta", &db, TOL_RED);
+			gpu->free(d_in), gpu->free(d_res), gpu->free(d_dout);
+			gpu->free(d_out);
+			t_free(&in), t_free(&g), t_free(&be), t_free(&mean);
+			t_free(&rstd), t_free(&rm), t_free(&rv), t_free(&res);
+			t_free(&out), t_free(&dout), t_free(&din), t_free(&dg);
+			t_free(&db), t_free(&dres);
+		}
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 /* elementwise                                                              */
 
+/* n 4099, no multiple of any vector width or block size: one element at
+ * a time; n 4096: the 16-byte vectors (add, gelu) */
 static void
-test_eltwise(void)
+eltwise_n(size_t n)
 {
-	/* not a multiple of any vector width or block size */
-	const size_t n = 4099;
-	const char *v = "n4099";
+	char v[32], names[3][32];
 	struct t a, b, out, dout, da, db, in;
 	int k;
 
-	reseed(3);
+	snprintf(v, sizeof(v), "n%zu", n);
+	snprintf(names[0], sizeof(names[0]), "n%zu", n);
+	snprintf(names[1], sizeof(names[1]), "n%zu_noda", n);
+	snprintf(names[2], sizeof(names[2]), "n%zu_nodb", n);
 	in = t_rand(n, 1, 0);
 	out = t_rand(n, 1, 0);
 	cpu->relu_forward(out.h, in.h, n);
@@ -615,9 +761,6 @@ test_eltwise(void)
 	t_free(&a), t_free(&b), t_free(&out);
 	/* both gradients, then each alone */
 	for (k = 0; k < 3; k++) {
-		static const char *const names[] = { "n4099", "n4099_noda",
-		    "n4099_nodb" };
-
 		dout = t_rand(n, 1, 0);
 		da = t_rand(n, 1, 0);
 		db = t_rand(n, 1, 0);
@@ -640,6 +783,14 @@ test_eltwise(void)
 	gpu->gelu_backward(da.d, dout.d, in.d, n);
 	t_check("gelu_backward", v, "dinp", &da, TOL);
 	t_free(&in), t_free(&out), t_free(&dout), t_free(&da);
+}
+
+static void
+test_eltwise(void)
+{
+	reseed(3);
+	eltwise_n(4099);
+	eltwise_n(4096);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1552,6 +1703,7 @@ main(void)
 	test_memory();
 	test_conv();
 	test_batchnorm();
+	test_batchnorm_nhwc();
 	test_eltwise();
 	test_pool();
 	test_matmul();

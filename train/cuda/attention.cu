@@ -33,28 +33,41 @@ token_major(size_t o, int B, int T, int NH, int hd, int parts)
 	return (b * T + t) * (parts * C) + s * C + h * hd + d;
 }
 
-/* dst (parts,B,NH,T,hd) = src (B,T,parts C): consecutive threads read and
- * write consecutive d, hd elements at a time */
+/* dst (parts,B,NH,T,hd) = src (B,T,parts C), V consecutive d (of one
+ * head's row) a thread: nv = n / V */
+template <int V>
 static __global__ void
-heads_split_kernel(bf16 *dst, const bf16 *src, size_t n, int B, int T,
+heads_split_kernel(bf16 *dst, const bf16 *src, size_t nv, int B, int T,
     int NH, int hd, int parts)
 {
-	GRID_LOOP(o, n)
-		dst[o] = src[token_major(o, B, T, NH, hd, parts)];
+	GRID_LOOP(q, nv) {
+		size_t o = q * V;
+
+		*(vec<bf16, V> *)(dst + o) = *(const vec<bf16, V> *)(src +
+		    token_major(o, B, T, NH, hd, parts));
+	}
 }
 
 /* dst (B,T,parts C) (+)= src (parts,B,NH,T,hd), rounded to bf16 */
+template <int V>
 static __global__ void
-heads_merge_kernel(bf16 *dst, const bf16 *src, size_t n, int B, int T,
+heads_merge_kernel(bf16 *dst, const bf16 *src, size_t nv, int B, int T,
     int NH, int hd, int parts, int acc)
 {
-	GRID_LOOP(o, n) {
+	GRID_LOOP(q, nv) {
+		size_t o = q * V;
 		size_t at = token_major(o, B, T, NH, hd, parts);
+		float a[V], b[V];
 
-		if (acc)
-			st(&dst[at], __fadd_rn(ld(dst[at]), ld(src[o])));
-		else
-			dst[at] = src[o];
+		if (acc) {
+			ldv<bf16, V>(dst + at, a);
+			ldv<bf16, V>(src + o, b);
+			for (int k = 0; k < V; k++)
+				a[k] = __fadd_rn(a[k], b[k]);
+			stv<bf16, V>(dst + at, a);
+		} else
+			*(vec<bf16, V> *)(dst + at) =
+			    *(const vec<bf16, V> *)(src + o);
 	}
 }
 
@@ -69,8 +82,14 @@ cuk_heads_split(void *dst, const void *src, int B, int T, int C, int NH,
 
 	if (n == 0 || NH <= 0 || C % NH != 0)
 		return;
-	heads_split_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
-	    (bf16 *)dst, (const bf16 *)src, n, B, T, NH, C / NH, parts);
+	if ((C / NH) % 8 == 0 && aligned16(dst) && aligned16(src))
+		heads_split_kernel<8><<<blocks_for(n / 8), NT, 0,
+		    (cudaStream_t)stream>>>((bf16 *)dst, (const bf16 *)src,
+		    n / 8, B, T, NH, C / NH, parts);
+	else
+		heads_split_kernel<1><<<blocks_for(n), NT, 0,
+		    (cudaStream_t)stream>>>((bf16 *)dst, (const bf16 *)src, n,
+		    B, T, NH, C / NH, parts);
 }
 
 extern "C" void
@@ -81,6 +100,12 @@ cuk_heads_merge(void *dst, const void *src, int B, int T, int C, int NH,
 
 	if (n == 0 || NH <= 0 || C % NH != 0)
 		return;
-	heads_merge_kernel<<<blocks_for(n), NT, 0, (cudaStream_t)stream>>>(
-	    (bf16 *)dst, (const bf16 *)src, n, B, T, NH, C / NH, parts, acc);
+	if ((C / NH) % 8 == 0 && aligned16(dst) && aligned16(src))
+		heads_merge_kernel<8><<<blocks_for(n / 8), NT, 0,
+		    (cudaStream_t)stream>>>((bf16 *)dst, (const bf16 *)src,
+		    n / 8, B, T, NH, C / NH, parts, acc);
+	else
+		heads_merge_kernel<1><<<blocks_for(n), NT, 0,
+		    (cudaStream_t)stream>>>((bf16 *)dst, (const bf16 *)src, n,
+		    B, T, NH, C / NH, parts, acc);
 }

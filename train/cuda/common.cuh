@@ -52,6 +52,37 @@ st(bf16 *p, float v)
 	*p = __float2bfloat16_rn(v);
 }
 
+/*
+ * V consecutive activations at once: one 16-byte load or store when V
+ * sizeof(A) is 16 (8 bf16, 4 floats) and p is aligned to it, as the
+ * callers check; V 1 is a plain element.
+ */
+template <typename A, int V>
+struct __align__(sizeof(A) * V) vec {
+	A v[V];
+};
+
+template <typename A, int V>
+static __device__ __forceinline__ void
+ldv(const A *p, float *f)
+{
+	vec<A, V> t = *(const vec<A, V> *)p;
+
+	for (int k = 0; k < V; k++)
+		f[k] = ld(t.v[k]);
+}
+
+template <typename A, int V>
+static __device__ __forceinline__ void
+stv(A *p, const float *f)
+{
+	vec<A, V> t;
+
+	for (int k = 0; k < V; k++)
+		st(&t.v[k], f[k]);
+	*(vec<A, V> *)p = t;
+}
+
 /* Run the statement with A the activations' storage type. */
 #define DISPATCH(...) do {						\
 	if (cuk_act_bf16) {							\
@@ -171,6 +202,13 @@ block_max(float v, float *sh)
 	v = warp_max(v);
 	__syncthreads();
 	return v;
+}
+
+/* Whether p may be read and written 16 bytes at a time (NULL may). */
+static inline int
+aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
 }
 
 /* Blocks of NT threads for n items, at most MAX_BLOCKS; n > 0. */

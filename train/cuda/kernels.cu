@@ -395,57 +395,112 @@ relu_bwd_kernel(A *dinp, const A *dout, const A *out, size_t n)
 		    ld(dout[i]) : 0.0f));
 }
 
-template <typename A>
+/*
+ * The elementwise kernels below take V activations at a time (ldv/stv):
+ * 16 bytes when n and the pointers allow (ELT_LAUNCH), else 1; n counts
+ * elements, a multiple of V.
+ */
+template <typename A, int V>
 static __global__ void
 add_fwd_kernel(A *out, const A *a, const A *b, size_t n)
 {
-	GRID_LOOP(i, n)
-		st(&out[i], __fadd_rn(ld(a[i]), ld(b[i])));
+	GRID_LOOP(q, n / V) {
+		float x[V], y[V];
+
+		ldv<A, V>(a + q * V, x);
+		ldv<A, V>(b + q * V, y);
+		for (int k = 0; k < V; k++)
+			x[k] = __fadd_rn(x[k], y[k]);
+		stv<A, V>(out + q * V, x);
+	}
 }
 
-template <typename A>
+template <typename A, int V>
 static __global__ void
 add_bwd_kernel(A *da, A *db, const A *dout, size_t n)
 {
-	GRID_LOOP(i, n) {
-		float d = ld(dout[i]);
+	GRID_LOOP(q, n / V) {
+		float d[V], x[V];
 
-		if (da != NULL)
-			st(&da[i], __fadd_rn(ld(da[i]), d));
-		if (db != NULL)
-			st(&db[i], __fadd_rn(ld(db[i]), d));
+		ldv<A, V>(dout + q * V, d);
+		if (da != NULL) {
+			ldv<A, V>(da + q * V, x);
+			for (int k = 0; k < V; k++)
+				x[k] = __fadd_rn(x[k], d[k]);
+			stv<A, V>(da + q * V, x);
+		}
+		if (db != NULL) {
+			ldv<A, V>(db + q * V, x);
+			for (int k = 0; k < V; k++)
+				x[k] = __fadd_rn(x[k], d[k]);
+			stv<A, V>(db + q * V, x);
+		}
 	}
 }
 
 /* x/2 (1 + erf(x/sqrt 2)) in eltwise.c's order, with CUDA's erff */
-template <typename A>
+template <typename A, int V>
 static __global__ void
-gelu_fwd_kernel(A *out, const A *inp, size_t n)
+gelu_fwd_kernel(A *__restrict__ out, const A *__restrict__ inp, size_t n)
 {
-	GRID_LOOP(i, n) {
-		float x = ld(inp[i]);
+	GRID_LOOP(q, n / V) {
+		float x[V];
 
-		st(&out[i], __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f,
-		    erff(__fmul_rn(x, GELU_S)))));
+		ldv<A, V>(inp + q * V, x);
+		for (int k = 0; k < V; k++)
+			x[k] = __fmul_rn(__fmul_rn(0.5f, x[k]), __fadd_rn(1.0f,
+			    erff(__fmul_rn(x[k], GELU_S))));
+		stv<A, V>(out + q * V, x);
 	}
 }
 
 /* dinp += dout (Phi(x) + x phi(x)) */
-template <typename A>
+template <typename A, int V>
 static __global__ void
-gelu_bwd_kernel(A *dinp, const A *dout, const A *inp, size_t n)
+gelu_bwd_kernel(A *__restrict__ dinp, const A *__restrict__ dout,
+    const A *__restrict__ inp, size_t n)
 {
-	GRID_LOOP(i, n) {
-		float x = ld(inp[i]), cdf, pdf;
+	GRID_LOOP(q, n / V) {
+		float x[V], d[V], a[V];
 
-		cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(x,
-		    GELU_S))));
-		pdf = __fmul_rn(__fmul_rn(x, expf(__fmul_rn(__fmul_rn(-0.5f,
-		    x), x))), GELU_K);
-		st(&dinp[i], __fadd_rn(ld(dinp[i]), __fmul_rn(ld(dout[i]),
-		    __fadd_rn(cdf, pdf))));
+		ldv<A, V>(inp + q * V, x);
+		ldv<A, V>(dout + q * V, d);
+		ldv<A, V>(dinp + q * V, a);
+		for (int k = 0; k < V; k++) {
+			float cdf, pdf;
+
+			cdf = __fmul_rn(0.5f, __fadd_rn(1.0f, erff(__fmul_rn(
+			    x[k], GELU_S))));
+			pdf = __fmul_rn(__fmul_rn(x[k], expf(__fmul_rn(
+			    __fmul_rn(-0.5f, x[k]), x[k]))), GELU_K);
+			a[k] = __fadd_rn(a[k], __fmul_rn(d[k], __fadd_rn(cdf,
+			    pdf)));
+		}
+		stv<A, V>(dinp + q * V, a);
 	}
 }
+
+/* Launch KERNEL<A, V>(ARGS) over n elements, V 16 bytes of activations
+ * when ok (the pointers are aligned) and n allows, else 1. */
+#define ELT_LAUNCH(ok, n, st, KERNEL, ...) do {				\
+	if (cuk_act_bf16) {						\
+		typedef bf16 A;						\
+		if ((ok) && (n) % 8 == 0)				\
+			KERNEL<A, 8><<<blocks_for((n) / 8), NT, 0, st>>>( \
+			    __VA_ARGS__);				\
+		else							\
+			KERNEL<A, 1><<<blocks_for(n), NT, 0, st>>>(	\
+			    __VA_ARGS__);				\
+	} else {							\
+		typedef float A;					\
+		if ((ok) && (n) % 4 == 0)				\
+			KERNEL<A, 4><<<blocks_for((n) / 4), NT, 0, st>>>( \
+			    __VA_ARGS__);				\
+		else							\
+			KERNEL<A, 1><<<blocks_for(n), NT, 0, st>>>(	\
+			    __VA_ARGS__);				\
+	}								\
+} while (0)
 
 static __global__ void
 scale_kernel(float *x, size_t n, float s)
@@ -695,12 +750,28 @@ ln_fwd_kernel(A *out, float *mean, float *rstd, const A *inp,
 	}
 }
 
+/* gamma[j .. j + V), all ones when gamma is NULL */
+template <int V>
+static __device__ __forceinline__ void
+gamma_at(const float *gamma, int j, float *g)
+{
+	if (gamma != NULL)
+		ldv<float, V>(gamma + j, g);
+	else
+		for (int k = 0; k < V; k++)
+			g[k] = 1.0f;
+}
+
 /* One warp per row: dinp += rstd (dn - mean(dn) - n mean(dn n)), with
- * dn = dout gamma and the two means in double. */
-template <typename A>
+ * dn = dout gamma and the two means in double; lane l takes the V-wide
+ * runs l, l + 32, ... of the row (V 1, or 16 bytes of activations when C
+ * and the pointers allow). */
+template <typename A, int V>
 static __global__ void
-ln_bwd_kernel(A *dinp, const A *dout, const A *inp,
-    const float *gamma, const float *mean, const float *rstd, int M, int C)
+ln_bwd_kernel(A *__restrict__ dinp, const A *__restrict__ dout,
+    const A *__restrict__ inp, const float *__restrict__ gamma,
+    const float *__restrict__ mean, const float *__restrict__ rstd, int M,
+    int C)
 {
 	int lane = threadIdx.x & 31;
 
@@ -708,25 +779,36 @@ ln_bwd_kernel(A *dinp, const A *dout, const A *inp,
 		const A *x = inp + row * C, *dy = dout + row * C;
 		A *dx = dinp + row * C;
 		float m = mean[row], r = rstd[row], a, b;
+		float xv[V], dv[V], g[V], o[V];
 		double sdn = 0.0, sdnn = 0.0;
 
-		for (int j = lane; j < C; j += 32) {
-			float nv = __fmul_rn(__fsub_rn(ld(x[j]), m), r);
-			float dn = __fmul_rn(ld(dy[j]), gamma != NULL ?
-			    gamma[j] : 1.0f);
+		for (int j = lane * V; j < C; j += 32 * V) {
+			ldv<A, V>(x + j, xv);
+			ldv<A, V>(dy + j, dv);
+			gamma_at<V>(gamma, j, g);
+			for (int k = 0; k < V; k++) {
+				float nv = __fmul_rn(__fsub_rn(xv[k], m), r);
+				float dn = __fmul_rn(dv[k], g[k]);
 
-			sdn += dn;
-			sdnn += (double)dn * nv;
+				sdn += dn;
+				sdnn += (double)dn * nv;
+			}
 		}
 		a = (float)(warp_sum(sdn) / C);
 		b = (float)(warp_sum(sdnn) / C);
-		for (int j = lane; j < C; j += 32) {
-			float nv = __fmul_rn(__fsub_rn(ld(x[j]), m), r);
-			float dn = __fmul_rn(ld(dy[j]), gamma != NULL ?
-			    gamma[j] : 1.0f);
+		for (int j = lane * V; j < C; j += 32 * V) {
+			ldv<A, V>(x + j, xv);
+			ldv<A, V>(dy + j, dv);
+			gamma_at<V>(gamma, j, g);
+			ldv<A, V>(dx + j, o);
+			for (int k = 0; k < V; k++) {
+				float nv = __fmul_rn(__fsub_rn(xv[k], m), r);
+				float dn = __fmul_rn(dv[k], g[k]);
 
-			st(&dx[j], __fadd_rn(ld(dx[j]), __fmul_rn(__fsub_rn(
-			    __fsub_rn(dn, a), __fmul_rn(nv, b)), r)));
+				o[k] = __fadd_rn(o[k], __fmul_rn(__fsub_rn(
+				    __fsub_rn(dn, a), __fmul_rn(nv, b)), r));
+			}
+			stv<A, V>(dx + j, o);
 		}
 	}
 }
@@ -851,22 +933,43 @@ colpart_kernel(double *part, double *part2, const A *in, const A *x,
 		part2[(size_t)blockIdx.y * N + j] = g;
 }
 
-/* out[j] += sum_r part[r N + j] (and out2 for j < n2); with part2,
- * out2[j] += sum_r part2[r N + j] for every j instead */
-static __global__ void
+/*
+ * out[j] += sum_r part[r N + j] (and out2 for j < n2); with part2,
+ * out2[j] += sum_r part2[r N + j] for every j instead. Block (32, FIN_RG):
+ * a thread per column and row group, group g adding the parts g, g +
+ * FIN_RG, ... in order, then the groups in a fixed tree.
+ */
+#define FIN_RG	8
+
+static __global__ void __launch_bounds__(32 * FIN_RG)
 colfin_kernel(float *out, float *out2, long n2, const double *part,
     const double *part2, long R, long N)
 {
-	long j = (long)blockIdx.x * blockDim.x + threadIdx.x;
+	__shared__ double sa[FIN_RG][32], sg[FIN_RG][32];
+	int tx = threadIdx.x, ty = threadIdx.y;
+	long j = (long)blockIdx.x * 32 + tx;
 	double a = 0.0, g = 0.0;
 
-	if (j >= N)
-		return;
-	for (long r = 0; r < R; r++) {
-		a += part[(size_t)r * N + j];
-		if (part2 != NULL)
-			g += part2[(size_t)r * N + j];
+	if (j < N)
+		for (long r = ty; r < R; r += FIN_RG) {
+			a += part[(size_t)r * N + j];
+			if (part2 != NULL)
+				g += part2[(size_t)r * N + j];
+		}
+	sa[ty][tx] = a;
+	sg[ty][tx] = g;
+	__syncthreads();
+	for (int h = FIN_RG / 2; h > 0; h >>= 1) {
+		if (ty < h) {
+			sa[ty][tx] += sa[ty + h][tx];
+			sg[ty][tx] += sg[ty + h][tx];
+		}
+		__syncthreads();
 	}
+	if (ty != 0 || j >= N)
+		return;
+	a = sa[0][tx];
+	g = sg[0][tx];
 	if (out != NULL)
 		out[j] = __fadd_rn(out[j], (float)a);
 	if (part2 != NULL) {
@@ -1315,8 +1418,8 @@ colsum(float *out, float *out2, long n2, const float *in, long M, long N,
 		DISPATCH(colpart_kernel<A, 0><<<g, CS_NT, 0, st>>>(part, NULL,
 		    (const A *)in, (const A *)NULL, NULL, NULL, M, N, ld,
 		    rows));
-		colfin_kernel<<<(unsigned)((N + CS_NT - 1) / CS_NT), CS_NT, 0,
-		    st>>>(out, out2, n2, part, NULL, R, N);
+		colfin_kernel<<<(unsigned)((N + 31) / 32), dim3(32, FIN_RG),
+		    0, st>>>(out, out2, n2, part, NULL, R, N);
 		return;
 	}
 	if (M >= COLSUM_TALL)
@@ -1457,8 +1560,9 @@ cuk_add_forward(float *out, const float *a, const float *b, size_t n,
 {
 	if (n == 0)
 		return;
-	DISPATCH(add_fwd_kernel<A><<<blocks_for(n), NT, 0,
-	    (cudaStream_t)stream>>>((A *)out, (const A *)a, (const A *)b, n));
+	ELT_LAUNCH(aligned16(out) && aligned16(a) && aligned16(b), n,
+	    (cudaStream_t)stream, add_fwd_kernel, (A *)out, (const A *)a,
+	    (const A *)b, n);
 }
 
 extern "C" void
@@ -1467,8 +1571,9 @@ cuk_add_backward(float *da, float *db, const float *dout, size_t n,
 {
 	if (n == 0 || (da == NULL && db == NULL))
 		return;
-	DISPATCH(add_bwd_kernel<A><<<blocks_for(n), NT, 0,
-	    (cudaStream_t)stream>>>((A *)da, (A *)db, (const A *)dout, n));
+	ELT_LAUNCH(aligned16(da) && aligned16(db) && aligned16(dout), n,
+	    (cudaStream_t)stream, add_bwd_kernel, (A *)da, (A *)db,
+	    (const A *)dout, n);
 }
 
 extern "C" void
@@ -1476,8 +1581,8 @@ cuk_gelu_forward(float *out, const float *inp, size_t n, void *stream)
 {
 	if (n == 0)
 		return;
-	DISPATCH(gelu_fwd_kernel<A><<<blocks_for(n), NT, 0,
-	    (cudaStream_t)stream>>>((A *)out, (const A *)inp, n));
+	ELT_LAUNCH(aligned16(out) && aligned16(inp), n, (cudaStream_t)stream,
+	    gelu_fwd_kernel, (A *)out, (const A *)inp, n);
 }
 
 extern "C" void
@@ -1486,9 +1591,9 @@ cuk_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n,
 {
 	if (n == 0 || dinp == NULL)
 		return;
-	DISPATCH(gelu_bwd_kernel<A><<<blocks_for(n), NT, 0,
-	    (cudaStream_t)stream>>>((A *)dinp, (const A *)dout,
-	    (const A *)inp, n));
+	ELT_LAUNCH(aligned16(dinp) && aligned16(dout) && aligned16(inp), n,
+	    (cudaStream_t)stream, gelu_bwd_kernel, (A *)dinp,
+	    (const A *)dout, (const A *)inp, n);
 }
 
 extern "C" void
@@ -1561,10 +1666,19 @@ cuk_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
 
 	if (M <= 0 || C <= 0)
 		return;
-	if (dinp != NULL)
-		DISPATCH(ln_bwd_kernel<A><<<warp_blocks_for((size_t)M), NT, 0,
-		    st>>>((A *)dinp, (const A *)dout, (const A *)inp, gamma,
-		    mean, rstd, M, C));
+	if (dinp != NULL) {
+		unsigned g = warp_blocks_for((size_t)M);
+
+		if (C % 8 == 0 && aligned16(dinp) && aligned16(dout) &&
+		    aligned16(inp) && aligned16(gamma))
+			DISPATCH(ln_bwd_kernel<A, 16 / sizeof(A)><<<g, NT, 0,
+			    st>>>((A *)dinp, (const A *)dout, (const A *)inp,
+			    gamma, mean, rstd, M, C));
+		else
+			DISPATCH(ln_bwd_kernel<A, 1><<<g, NT, 0, st>>>(
+			    (A *)dinp, (const A *)dout, (const A *)inp, gamma,
+			    mean, rstd, M, C));
+	}
 	if (dgamma == NULL && dbeta == NULL)
 		return;
 	{
@@ -1580,8 +1694,8 @@ cuk_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
 			DISPATCH(colpart_kernel<A, 1><<<g, CS_NT, 0, st>>>(
 			    part, part + (size_t)R * C, (const A *)dout,
 			    (const A *)inp, mean, rstd, M, C, C, rows));
-			colfin_kernel<<<(unsigned)((C + CS_NT - 1) / CS_NT),
-			    CS_NT, 0, st>>>(dbeta, dgamma, 0, part,
+			colfin_kernel<<<(unsigned)((C + 31) / 32),
+			    dim3(32, FIN_RG), 0, st>>>(dbeta, dgamma, 0, part,
 			    part + (size_t)R * C, R, C);
 			return;
 		}

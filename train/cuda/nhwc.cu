@@ -20,14 +20,6 @@
 #include "common.cuh"
 #include "nhwc.h"
 
-/*
- * A batch norm block's tile: BNT_C consecutive channels, one per lane, so
- * a warp reads one contiguous run of a row of the (B HW, C) matrix; and
- * BNT_R rows at a time, one per warp.
- */
-#define BNT_C		32
-#define BNT_R		16
-
 /* ------------------------------------------------------------------------ */
 /* transposes                                                               */
 
@@ -76,21 +68,34 @@ weight_grad_kernel(float *dw, const bf16 *g, size_t n, int C, int RS)
  * Element (b,c,i) of (B,C,HW) is row j = b HW + i, column c of the
  * (B HW, C) matrix: at j C + c. A channel's statistics are a column sum.
  *
- * The split, as kernels.cu's: the rows are cut into S parts of chunk
- * rows; block (s, tile) sums part s of its BNT_C channels (each thread a
- * strided run of rows, then a halving tree over the block's rows), and
- * part[(c S + s) 2 + {0,1}] gets the two sums. A per-channel kernel adds
- * a channel's S parts in order. With no workspace (part NULL, S 1) the
- * block finishes the channel itself.
+ * Every thread owns V consecutive channels of a row, one aligned load of
+ * V activations (vec.h's ldv/stv: 16 bytes, 8 bf16 or 4 floats, when C is
+ * a multiple of that and the pointers are aligned; else V is 1). A block
+ * is TX threads across (TX V channels, a tile) by TY threads down (rows),
+ * TX TY = BN_TILE_NT, both powers of two.
+ *
+ * The split: the rows are cut into S parts of chunk rows; block (s, tile)
+ * sums part s of its channels (each thread a strided run of rows, then a
+ * halving tree over the block's TY rows), and part[(c S + s) 2 + {0,1}]
+ * gets the two sums. Then a warp per channel adds its S parts, lane l
+ * the parts l, l + 32, ... in order, then a fixed butterfly. With no
+ * workspace (part NULL, S 1) the block finishes its channels itself. Every
+ * order depends on the shape alone: the same bits on every run.
  */
+#define BN_TILE_NT	256
 
-/* Adds sh[BNT_R][BNT_C] over its rows into row 0; every thread calls it. */
+/* The block's TY rows of sh (TY rows of w = TX V doubles) added into
+ * row 0 in a halving tree, each thread its own V columns; every thread
+ * calls it. */
+template <int V>
 static __device__ __forceinline__ void
-tile_sum(double (*sh)[BNT_C], int tx, int ty)
+tile_rows_sum(double *sh, int w, int tx, int ty, int TY)
 {
-	for (int h = BNT_R / 2; h > 0; h >>= 1) {
+	for (int h = TY / 2; h > 0; h >>= 1) {
 		if (ty < h)
-			sh[ty][tx] += sh[ty + h][tx];
+			for (int k = 0; k < V; k++)
+				sh[ty * w + tx * V + k] +=
+				    sh[(ty + h) * w + tx * V + k];
 		__syncthreads();
 	}
 }
@@ -120,125 +125,164 @@ stats_out(int c, double s1, double s2, double dn, double shift,
 	}
 }
 
-/* grid (S, tiles), block (BNT_C, BNT_R); shift is the channel's first
- * value, element (b 0, i 0, c) at c */
-template <typename A>
-static __global__ void __launch_bounds__(BNT_C * BNT_R)
-bn_part_stats_nhwc_kernel(int B, int C, int HW, const A *inp, double *part,
+/* grid (S, tiles), block (TX, TY); shift is the channel's first value,
+ * element (b 0, i 0, c) at c */
+template <typename A, int V>
+static __global__ void __launch_bounds__(BN_TILE_NT)
+bn_part_stats_nhwc_kernel(int C, size_t n, const A *inp, double *part,
     int S, size_t chunk, float *mean, float *rstd, float *run_mean,
     float *run_var, float momentum, float eps, int update)
 {
-	__shared__ double sh1[BNT_R][BNT_C], sh2[BNT_R][BNT_C];
-	int tx = threadIdx.x, ty = threadIdx.y, sp = blockIdx.x;
-	int c = blockIdx.y * BNT_C + tx;
-	size_t n = (size_t)B * HW;
+	__shared__ double sh1[BN_TILE_NT * V], sh2[BN_TILE_NT * V];
+	int tx = threadIdx.x, ty = threadIdx.y, TX = blockDim.x;
+	int TY = blockDim.y, w = TX * V, sp = blockIdx.x;
+	int c0 = (blockIdx.y * TX + tx) * V;
 	size_t j0 = (size_t)sp * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
-	double shift = 0.0, s1 = 0.0, s2 = 0.0;
+	double shift[V], s1[V], s2[V];
+	float x[V];
 
-	if (c < C) {
-		shift = ld(inp[c]);
-		for (size_t j = j0 + ty; j < j1; j += BNT_R) {
-			double v = (double)ld(inp[j * C + c]) - shift;
+	for (int k = 0; k < V; k++)
+		shift[k] = s1[k] = s2[k] = 0.0;
+	if (c0 < C) {
+		ldv<A, V>(inp + c0, x);
+		for (int k = 0; k < V; k++)
+			shift[k] = (double)x[k];
+		for (size_t j = j0 + ty; j < j1; j += TY) {
+			ldv<A, V>(inp + j * C + c0, x);
+			for (int k = 0; k < V; k++) {
+				double v = (double)x[k] - shift[k];
 
-			s1 += v;
-			s2 += v * v;
+				s1[k] += v;
+				s2[k] += v * v;
+			}
 		}
 	}
-	sh1[ty][tx] = s1;
-	sh2[ty][tx] = s2;
-	__syncthreads();
-	tile_sum(sh1, tx, ty);
-	tile_sum(sh2, tx, ty);
-	if (ty != 0 || c >= C)
-		return;
-	if (part != NULL) {
-		part[((size_t)c * S + sp) * 2] = sh1[0][tx];
-		part[((size_t)c * S + sp) * 2 + 1] = sh2[0][tx];
-	} else
-		stats_out(c, sh1[0][tx], sh2[0][tx], (double)B * HW, shift,
-		    mean, rstd, run_mean, run_var, momentum, eps, update);
-}
-
-/* One thread per channel: the S parts in order, then the epilogue. */
-template <typename A>
-static __global__ void
-bn_fin_stats_nhwc_kernel(int B, int C, int HW, const A *inp,
-    const double *part, int S, float *mean, float *rstd, float *run_mean,
-    float *run_var, float momentum, float eps, int update)
-{
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	double s1 = 0.0, s2 = 0.0;
-
-	if (c >= C)
-		return;
-	for (int sp = 0; sp < S; sp++) {
-		s1 += part[((size_t)c * S + sp) * 2];
-		s2 += part[((size_t)c * S + sp) * 2 + 1];
+	for (int k = 0; k < V; k++) {
+		sh1[ty * w + tx * V + k] = s1[k];
+		sh2[ty * w + tx * V + k] = s2[k];
 	}
-	stats_out(c, s1, s2, (double)B * HW, (double)ld(inp[c]), mean, rstd,
-	    run_mean, run_var, momentum, eps, update);
+	__syncthreads();
+	tile_rows_sum<V>(sh1, w, tx, ty, TY);
+	tile_rows_sum<V>(sh2, w, tx, ty, TY);
+	if (ty != 0 || c0 >= C)
+		return;
+	for (int k = 0; k < V; k++) {
+		int c = c0 + k;
+
+		if (part != NULL) {
+			part[((size_t)c * S + sp) * 2] = sh1[tx * V + k];
+			part[((size_t)c * S + sp) * 2 + 1] = sh2[tx * V + k];
+		} else
+			stats_out(c, sh1[tx * V + k], sh2[tx * V + k],
+			    (double)n, shift[k], mean, rstd, run_mean,
+			    run_var, momentum, eps, update);
+	}
 }
 
-/* bn_apply_kernel element for element: out = (x - m) a + b [+ res] [ReLU] */
+/* Channel c's S parts added by its warp: lane l the parts l, l + 32, ...
+ * in order, then the butterfly; every lane gets the sums. */
+static __device__ __forceinline__ void
+parts_sum(const double *part, int c, int S, double *s1, double *s2)
+{
+	int lane = threadIdx.x & 31;
+	double a = 0.0, b = 0.0;
+
+	for (int sp = lane; sp < S; sp += 32) {
+		a += part[((size_t)c * S + sp) * 2];
+		b += part[((size_t)c * S + sp) * 2 + 1];
+	}
+	*s1 = warp_sum(a);
+	*s2 = warp_sum(b);
+}
+
+/* A warp per channel: its S parts, then the epilogue. */
 template <typename A>
 static __global__ void
-bn_apply_nhwc_kernel(size_t n, int C, A *out, const A *inp,
-    const float *gamma, const float *beta, const float *mean,
-    const float *rstd, const float *run_mean, const float *run_var,
-    float eps, int training, const A *res, int relu)
+bn_fin_stats_nhwc_kernel(int C, size_t n, const A *inp, const double *part,
+    int S, float *mean, float *rstd, float *run_mean, float *run_var,
+    float momentum, float eps, int update)
 {
-	GRID_LOOP(at, n) {
-		size_t cc;
+	size_t c = WARP_ID();
+	double s1, s2;
+
+	if (c >= (size_t)C)
+		return;
+	parts_sum(part, (int)c, S, &s1, &s2);
+	if ((threadIdx.x & 31) == 0)
+		stats_out((int)c, s1, s2, (double)n, (double)ld(inp[c]), mean,
+		    rstd, run_mean, run_var, momentum, eps, update);
+}
+
+/* V per-channel floats from p[c]: 16-byte loads when V is a multiple of
+ * 4 (the launcher checks the alignment), else one at a time; all dflt
+ * when p is NULL */
+template <int V>
+static __device__ __forceinline__ void
+ldf(const float *p, int c, float dflt, float *f)
+{
+	if (p == NULL) {
+		for (int k = 0; k < V; k++)
+			f[k] = dflt;
+	} else if (V % 4 == 0) {
+		for (int k = 0; k < V; k += 4)
+			ldv<float, 4>(p + c + k, f + k);
+	} else
+		for (int k = 0; k < V; k++)
+			f[k] = p[c + k];
+}
+
+/* bn_apply_kernel element for element: out = (x - m) a + b [+ res] [ReLU],
+ * V channels of a row at a time (nv = n / V) */
+template <typename A, int V>
+static __global__ void
+bn_apply_nhwc_kernel(size_t nv, int C, A *__restrict__ out,
+    const A *__restrict__ inp, const float *__restrict__ gamma,
+    const float *__restrict__ beta, const float *__restrict__ mean,
+    const float *__restrict__ rstd, const float *__restrict__ run_mean,
+    const float *__restrict__ run_var, float eps, int training,
+    const A *__restrict__ res, int relu)
+{
+	GRID_LOOP(q, nv) {
+		size_t at = q * V, cc;
+		float x[V], r[V], g[V], bt[V], m[V], a[V];
 		int c;
-		float g, bt, m, a, v;
 
 		divmod(at, (size_t)C, &cc);
 		c = (int)cc;
-		g = gamma != NULL ? gamma[c] : 1.0f;
-		bt = beta != NULL ? beta[c] : 0.0f;
-		if (training) {
-			m = mean[c];
-			a = __fmul_rn(rstd[c], g);
-		} else {
-			m = run_mean[c];
-			a = __fmul_rn((float)(1.0 / sqrt((double)run_var[c] +
-			    eps)), g);
-		}
-		v = __fadd_rn(__fmul_rn(__fsub_rn(ld(inp[at]), m), a), bt);
+		ldv<A, V>(inp + at, x);
 		if (res != NULL)
-			v = __fadd_rn(v, ld(res[at]));
-		if (relu)
-			v = v < 0.0f ? 0.0f : v;	/* NaN passes */
-		st(&out[at], v);
+			ldv<A, V>(res + at, r);
+		ldf<V>(gamma, c, 1.0f, g);
+		ldf<V>(beta, c, 0.0f, bt);
+		ldf<V>(training ? mean : run_mean, c, 0.0f, m);
+		ldf<V>(training ? rstd : run_var, c, 0.0f, a);
+		for (int k = 0; k < V; k++) {
+			float v;
+
+			if (!training)
+				a[k] = (float)(1.0 / sqrt((double)a[k] + eps));
+			a[k] = __fmul_rn(a[k], g[k]);
+			v = __fadd_rn(__fmul_rn(__fsub_rn(x[k], m[k]), a[k]),
+			    bt[k]);
+			if (res != NULL)
+				v = __fadd_rn(v, r[k]);
+			if (relu)
+				v = v < 0.0f ? 0.0f : v;	/* NaN passes */
+			x[k] = v;
+		}
+		stv<A, V>(out + at, x);
 	}
 }
 
-/* dres += dv, dinp += k (dv - md - xhat mdx) at element at, channel c */
-template <typename A>
-static __device__ __forceinline__ void
-bwd_elt(size_t at, A *dinp, const A *dout, const A *inp, float m, float r,
-    A *dres, const A *out, int relu, float k, float md, float mdx)
-{
-	float d = ld(dout[at]);
-
-	if (relu && !(ld(out[at]) > 0.0f))
-		d = 0.0f;
-	if (dres != NULL)
-		st(&dres[at], __fadd_rn(ld(dres[at]), d));
-	if (dinp != NULL)
-		st(&dinp[at], __fadd_rn(ld(dinp[at]), __fmul_rn(k,
-		    __fsub_rn(__fsub_rn(d, md), __fmul_rn(__fmul_rn(
-		    __fsub_rn(ld(inp[at]), m), r), mdx)))));
-}
-
 /*
- * bn_fin_bwd_kernel's per-channel step: the parameters' gradients from
- * the sums sd of dv and sdx of dv (x - mean), and the constants of the
- * input gradient in k3[0..2]: gamma rstd, mean(dv), mean(dv xhat).
+ * bn_fin_bwd's per-channel step: the parameters' gradients from the sums
+ * sd of dv and sdx of dv (x - mean), and the constants of the input
+ * gradient in k3[0], k3[kld], k3[2 kld]: gamma rstd, mean(dv),
+ * mean(dv xhat).
  */
 static __device__ void
 bwd_out(int c, double sd, double sdx, double dn, const float *gamma,
-    const float *rstd, float *dgamma, float *dbeta, float *k3)
+    const float *rstd, float *dgamma, float *dbeta, float *k3, int kld)
 {
 	float r = rstd[c], g = gamma != NULL ? gamma[c] : 1.0f;
 
@@ -248,96 +292,159 @@ bwd_out(int c, double sd, double sdx, double dn, const float *gamma,
 	if (dgamma != NULL)
 		dgamma[c] = __fadd_rn(dgamma[c], (float)sdx);
 	k3[0] = __fmul_rn(g, r);
-	k3[1] = (float)(sd / dn);
-	k3[2] = (float)(sdx / dn);
+	k3[kld] = (float)(sd / dn);
+	k3[2 * kld] = (float)(sdx / dn);
+}
+
+/* dv: dout, zero where the forward's ReLU was (out not > 0) */
+template <typename A, int V>
+static __device__ __forceinline__ void
+bwd_dv(size_t at, const A *dout, const A *out, int relu, float *d)
+{
+	ldv<A, V>(dout + at, d);
+	if (relu) {
+		float o[V];
+
+		ldv<A, V>(out + at, o);
+		for (int k = 0; k < V; k++)
+			if (!(o[k] > 0.0f))
+				d[k] = 0.0f;
+	}
+}
+
+/* dres += dv, dinp += k (dv - md - xhat mdx) for V channels from c of the
+ * row at at; the channels' three constants at k3[kc], k3[kld + kc] and
+ * k3[2 kld + kc] */
+template <typename A, int V>
+static __device__ __forceinline__ void
+bwd_elts(size_t at, int c, A *dinp, const A *dout, const A *inp,
+    const float *mean, const float *rstd, A *dres, const A *out, int relu,
+    const float *k3, int kld, int kc)
+{
+	float d[V], a[V], x[V], m[V], r[V], k0[V], k1[V], k2[V];
+
+	bwd_dv<A, V>(at, dout, out, relu, d);
+	if (dres != NULL) {
+		ldv<A, V>(dres + at, a);
+		for (int k = 0; k < V; k++)
+			a[k] = __fadd_rn(a[k], d[k]);
+		stv<A, V>(dres + at, a);
+	}
+	if (dinp == NULL)
+		return;
+	ldv<A, V>(dinp + at, a);
+	ldv<A, V>(inp + at, x);
+	ldf<V>(mean, c, 0.0f, m);
+	ldf<V>(rstd, c, 0.0f, r);
+	ldf<V>(k3, kc, 0.0f, k0);
+	ldf<V>(k3 + kld, kc, 0.0f, k1);
+	ldf<V>(k3 + 2 * kld, kc, 0.0f, k2);
+	for (int k = 0; k < V; k++)
+		a[k] = __fadd_rn(a[k], __fmul_rn(k0[k], __fsub_rn(__fsub_rn(
+		    d[k], k1[k]), __fmul_rn(__fmul_rn(__fsub_rn(x[k], m[k]),
+		    r[k]), k2[k]))));
+	stv<A, V>(dinp + at, a);
 }
 
 /*
- * grid (S, tiles), block (BNT_C, BNT_R): part[(c S + s) 2 + {0,1}] = sums
- * of dv and dv (x - mean) over part s. With part NULL (S 1), the block
+ * grid (S, tiles), block (TX, TY): part[(c S + s) 2 + {0,1}] = sums of dv
+ * and dv (x - mean) over part s. With part NULL (S 1), the block
  * finishes its channels: the parameters' gradients, then dres and dinp.
  */
-template <typename A>
-static __global__ void __launch_bounds__(BNT_C * BNT_R)
-bn_part_bwd_nhwc_kernel(int B, int C, int HW, const A *dout, const A *inp,
+template <typename A, int V>
+static __global__ void __launch_bounds__(BN_TILE_NT)
+bn_part_bwd_nhwc_kernel(int C, size_t n, const A *dout, const A *inp,
     const A *out, const float *mean, int relu, double *part, int S,
     size_t chunk, A *dinp, float *dgamma, float *dbeta, const float *gamma,
     const float *rstd, A *dres)
 {
-	__shared__ double sh1[BNT_R][BNT_C], sh2[BNT_R][BNT_C];
-	__shared__ float k3[BNT_C][3];
-	int tx = threadIdx.x, ty = threadIdx.y, sp = blockIdx.x;
-	int c = blockIdx.y * BNT_C + tx;
-	size_t n = (size_t)B * HW;
+	__shared__ double sh1[BN_TILE_NT * V], sh2[BN_TILE_NT * V];
+	__shared__ __align__(16) float k3[3 * 32 * V];	/* (3, w), TX <= 32 */
+	int tx = threadIdx.x, ty = threadIdx.y, TX = blockDim.x;
+	int TY = blockDim.y, w = TX * V, sp = blockIdx.x;
+	int c0 = (blockIdx.y * TX + tx) * V;
 	size_t j0 = (size_t)sp * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
-	float m = c < C ? mean[c] : 0.0f;
-	double sd = 0.0, sdx = 0.0;
+	double sd[V], sdx[V];
+	float m[V], d[V], x[V];
 
-	if (c < C)
-		for (size_t j = j0 + ty; j < j1; j += BNT_R) {
-			size_t at = j * C + c;
-			float d = ld(dout[at]);
+	for (int k = 0; k < V; k++) {
+		sd[k] = sdx[k] = 0.0;
+		m[k] = c0 < C ? mean[c0 + k] : 0.0f;
+	}
+	if (c0 < C)
+		for (size_t j = j0 + ty; j < j1; j += TY) {
+			size_t at = j * C + c0;
 
-			if (relu && !(ld(out[at]) > 0.0f))
-				d = 0.0f;
-			sd += d;
-			sdx += (double)d * ((double)ld(inp[at]) - m);
+			bwd_dv<A, V>(at, dout, out, relu, d);
+			ldv<A, V>(inp + at, x);
+			for (int k = 0; k < V; k++) {
+				sd[k] += d[k];
+				sdx[k] += (double)d[k] * ((double)x[k] - m[k]);
+			}
 		}
-	sh1[ty][tx] = sd;
-	sh2[ty][tx] = sdx;
+	for (int k = 0; k < V; k++) {
+		sh1[ty * w + tx * V + k] = sd[k];
+		sh2[ty * w + tx * V + k] = sdx[k];
+	}
 	__syncthreads();
-	tile_sum(sh1, tx, ty);
-	tile_sum(sh2, tx, ty);
+	tile_rows_sum<V>(sh1, w, tx, ty, TY);
+	tile_rows_sum<V>(sh2, w, tx, ty, TY);
 	if (part != NULL) {
-		if (ty == 0 && c < C) {
-			part[((size_t)c * S + sp) * 2] = sh1[0][tx];
-			part[((size_t)c * S + sp) * 2 + 1] = sh2[0][tx];
-		}
+		if (ty == 0 && c0 < C)
+			for (int k = 0; k < V; k++) {
+				int c = c0 + k;
+
+				part[((size_t)c * S + sp) * 2] =
+				    sh1[tx * V + k];
+				part[((size_t)c * S + sp) * 2 + 1] =
+				    sh2[tx * V + k];
+			}
 		return;
 	}
-	if (ty == 0 && c < C)
-		bwd_out(c, sh1[0][tx], sh2[0][tx], (double)B * HW, gamma, rstd,
-		    dgamma, dbeta, k3[tx]);
+	/* k3 (3, w), indexed by the channel's place in the tile */
+	if (ty == 0 && c0 < C)
+		for (int k = 0; k < V; k++)
+			bwd_out(c0 + k, sh1[tx * V + k], sh2[tx * V + k],
+			    (double)n, gamma, rstd, dgamma, dbeta,
+			    &k3[tx * V + k], w);
 	__syncthreads();
-	if (c >= C || (dinp == NULL && dres == NULL))
+	if (c0 >= C || (dinp == NULL && dres == NULL))
 		return;
-	for (size_t j = ty; j < n; j += BNT_R)
-		bwd_elt(j * C + c, dinp, dout, inp, m, rstd[c], dres, out,
-		    relu, k3[tx][0], k3[tx][1], k3[tx][2]);
+	for (size_t j = ty; j < n; j += TY)
+		bwd_elts<A, V>(j * C + c0, c0, dinp, dout, inp, mean, rstd,
+		    dres, out, relu, k3, w, tx * V);
 }
 
-/* One thread per channel: the S parts in order, then bwd_out into k3 (C,3) */
+/* A warp per channel: its S parts, then bwd_out into k3 (3,C) */
 static __global__ void
-bn_fin_bwd_nhwc_kernel(int B, int C, int HW, const double *part, int S,
+bn_fin_bwd_nhwc_kernel(int C, size_t n, const double *part, int S,
     const float *gamma, const float *rstd, float *dgamma, float *dbeta,
     float *k3)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	double sd = 0.0, sdx = 0.0;
+	size_t c = WARP_ID();
+	double sd, sdx;
 
-	if (c >= C)
+	if (c >= (size_t)C)
 		return;
-	for (int sp = 0; sp < S; sp++) {
-		sd += part[((size_t)c * S + sp) * 2];
-		sdx += part[((size_t)c * S + sp) * 2 + 1];
-	}
-	bwd_out(c, sd, sdx, (double)B * HW, gamma, rstd, dgamma, dbeta,
-	    k3 + 3 * (size_t)c);
+	parts_sum(part, (int)c, S, &sd, &sdx);
+	if ((threadIdx.x & 31) == 0)
+		bwd_out((int)c, sd, sdx, (double)n, gamma, rstd, dgamma, dbeta,
+		    k3 + c, C);
 }
 
-/* bn_apply_bwd_kernel element for element */
-template <typename A>
+/* bn_apply_bwd_kernel element for element, V channels at a time */
+template <typename A, int V>
 static __global__ void
-bn_apply_bwd_nhwc_kernel(size_t n, int C, A *dinp, const A *dout,
+bn_apply_bwd_nhwc_kernel(size_t nv, int C, A *dinp, const A *dout,
     const A *inp, const float *mean, const float *rstd, A *dres,
     const A *out, int relu, const float *k3)
 {
-	GRID_LOOP(at, n) {
-		size_t c;
+	GRID_LOOP(q, nv) {
+		size_t at = q * V, c;
 
 		divmod(at, (size_t)C, &c);
-		bwd_elt(at, dinp, dout, inp, mean[c], rstd[c], dres, out, relu,
-		    k3[3 * c], k3[3 * c + 1], k3[3 * c + 2]);
+		bwd_elts<A, V>(at, (int)c, dinp, dout, inp, mean, rstd, dres,
+		    out, relu, k3, C, (int)c);
 	}
 }
 
@@ -551,26 +658,57 @@ cuk_nhwc_acc_weight_grad(float *dw, const void *g, int K, int C, int RS,
 }
 
 /*
- * The parts of the rows of a channel tile: enough blocks in all (S
- * tiles) to fill the GPU a few times over, each of a block's row threads
- * at least 8 rows.
+ * A batch norm's launch: the vector width V (16 bytes of activations when
+ * C and every pointer allow, else 1), the block (TX, TY) and the parts of
+ * the rows: enough blocks in all (S tiles) to fill the GPU a few times
+ * over, each of a block's row threads at least 8 rows.
  */
-static void
-bn_split(int B, int C, int HW, int *S, size_t *chunk)
-{
-	size_t n = (size_t)B * HW, tiles = ((size_t)C + BNT_C - 1) / BNT_C;
-	size_t most = (n + BNT_R * 8 - 1) / (BNT_R * 8);
-	size_t s = (2048 + tiles - 1) / tiles;
+struct bn_launch {
+	int V, S;
+	size_t n, chunk;	/* rows B HW, and of a part */
+	dim3 blk, grid;
+};
 
+static void
+bn_plan(int B, int C, int HW, int vec_ok, struct bn_launch *L)
+{
+	int v = vec_ok ? 16 / (cuk_act_bf16 ? 2 : 4) : 1;
+	size_t tx = 8, tiles, most, s, cols;
+
+	L->V = C % v == 0 ? v : 1;
+	cols = (size_t)C / L->V;
+	/* at least 8 across, so at most 32 rows down: a block of a narrow
+	 * tile of rows alone gave wrong sums on the GPU, not understood */
+	while (tx < 32 && tx < cols)
+		tx <<= 1;
+	L->blk = dim3((unsigned)tx, (unsigned)(BN_TILE_NT / tx));
+	tiles = (cols + tx - 1) / tx;
+	L->n = (size_t)B * HW;
+	most = (L->n + L->blk.y * 8 - 1) / (L->blk.y * 8);
+	s = (2048 + tiles - 1) / tiles;
 	if (s > most)
 		s = most;
 	if (s > 65535)
 		s = 65535;
 	if (s < 1)
 		s = 1;
-	*chunk = (n + s - 1) / s;
-	*S = (int)((n + *chunk - 1) / *chunk);
+	L->chunk = (L->n + s - 1) / s;
+	L->S = (int)((L->n + L->chunk - 1) / L->chunk);
+	L->grid = dim3((unsigned)L->S, (unsigned)tiles);
 }
+
+/* Launch KERNEL<A, V> with V the plan's width (8 or 4 when vectors, 1) */
+#define BN_LAUNCH(L, KERNEL, grid, blk, st, ...) do {			\
+	if ((L).V == 1)							\
+		DISPATCH(KERNEL<A, 1><<<grid, blk, 0, st>>>(__VA_ARGS__)); \
+	else if (cuk_act_bf16) {					\
+		typedef bf16 A;						\
+		KERNEL<A, 8><<<grid, blk, 0, st>>>(__VA_ARGS__);	\
+	} else {							\
+		typedef float A;					\
+		KERNEL<A, 4><<<grid, blk, 0, st>>>(__VA_ARGS__);	\
+	}								\
+} while (0)
 
 extern "C" void
 cuk_nhwc_batchnorm_forward(int B, int C, int HW, float *out,
@@ -579,37 +717,38 @@ cuk_nhwc_batchnorm_forward(int B, int C, int HW, float *out,
     int training, int update, const float *res, int relu, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
-	size_t n = (size_t)B * HW * C;
-	unsigned tiles = (unsigned)(((size_t)C + BNT_C - 1) / BNT_C);
+	struct bn_launch L;
+	size_t n;
 
 	/* an empty batch has no statistics: nothing to normalise or move */
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
+	bn_plan(B, C, HW, aligned16(out) && aligned16(inp) &&
+	    aligned16(res) && aligned16(gamma) && aligned16(beta) &&
+	    aligned16(mean) && aligned16(rstd) && aligned16(run_mean) &&
+	    aligned16(run_var), &L);
+	n = L.n * C;
 	if (training) {
-		dim3 blk(BNT_C, BNT_R);
-		size_t chunk;
-		double *part;
-		int S;
-
-		bn_split(B, C, HW, &S, &chunk);
-		part = (double *)cuk_workspace((size_t)C * S * 2 *
+		double *part = (double *)cuk_workspace((size_t)C * L.S * 2 *
 		    sizeof(double), st);
+
 		if (part == NULL) {	/* one part: the blocks finish */
-			S = 1;
-			chunk = (size_t)B * HW;
+			L.S = 1;
+			L.chunk = L.n;
+			L.grid.x = 1;
 		}
-		DISPATCH(bn_part_stats_nhwc_kernel<A><<<dim3(S, tiles), blk,
-		    0, st>>>(B, C, HW, (const A *)inp, part, S, chunk, mean,
-		    rstd, run_mean, run_var, momentum, eps, update));
+		BN_LAUNCH(L, bn_part_stats_nhwc_kernel, L.grid, L.blk, st, C,
+		    L.n, (const A *)inp, part, L.S, L.chunk, mean, rstd,
+		    run_mean, run_var, momentum, eps, update);
 		if (part != NULL)
-			DISPATCH(bn_fin_stats_nhwc_kernel<A><<<(C + NT - 1) /
-			    NT, NT, 0, st>>>(B, C, HW, (const A *)inp, part, S,
-			    mean, rstd, run_mean, run_var, momentum, eps,
-			    update));
+			DISPATCH(bn_fin_stats_nhwc_kernel<A><<<warp_blocks_for(
+			    (size_t)C), NT, 0, st>>>(C, L.n, (const A *)inp,
+			    part, L.S, mean, rstd, run_mean, run_var, momentum,
+			    eps, update));
 	}
-	DISPATCH(bn_apply_nhwc_kernel<A><<<blocks_for(n), NT, 0, st>>>(n, C,
-	    (A *)out, (const A *)inp, gamma, beta, mean, rstd, run_mean,
-	    run_var, eps, training, (const A *)res, relu));
+	BN_LAUNCH(L, bn_apply_nhwc_kernel, blocks_for(n / L.V), NT, st,
+	    n / L.V, C, (A *)out, (const A *)inp, gamma, beta, mean, rstd,
+	    run_mean, run_var, eps, training, (const A *)res, relu);
 }
 
 extern "C" void
@@ -619,37 +758,39 @@ cuk_nhwc_batchnorm_backward(int B, int C, int HW, float *dinp,
     const float *out, int relu, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
-	size_t n = (size_t)B * HW * C, chunk;
-	unsigned tiles = (unsigned)(((size_t)C + BNT_C - 1) / BNT_C);
-	dim3 blk(BNT_C, BNT_R);
+	struct bn_launch L;
 	double *part;
 	float *k3;
-	int S;
+	size_t n;
 
 	if (B <= 0 || C <= 0 || HW <= 0)
 		return;
-	bn_split(B, C, HW, &S, &chunk);
+	bn_plan(B, C, HW, aligned16(dinp) && aligned16(dout) &&
+	    aligned16(inp) && aligned16(dres) && aligned16(out) &&
+	    aligned16(mean) && aligned16(rstd), &L);
+	n = L.n * C;
 	/* the partial sums, then the channels' three constants */
-	part = (double *)cuk_workspace((size_t)C * S * 2 * sizeof(double) +
+	part = (double *)cuk_workspace((size_t)C * L.S * 2 * sizeof(double) +
 	    (size_t)C * 3 * sizeof(float), st);
 	if (part == NULL) {	/* one part: the blocks finish */
-		DISPATCH(bn_part_bwd_nhwc_kernel<A><<<dim3(1, tiles), blk, 0,
-		    st>>>(B, C, HW, (const A *)dout, (const A *)inp,
-		    (const A *)out, mean, relu, NULL, 1, (size_t)B * HW,
-		    (A *)dinp, dgamma, dbeta, gamma, rstd, (A *)dres));
+		L.grid.x = 1;
+		BN_LAUNCH(L, bn_part_bwd_nhwc_kernel, L.grid, L.blk, st, C,
+		    L.n, (const A *)dout, (const A *)inp, (const A *)out,
+		    mean, relu, NULL, 1, L.n, (A *)dinp, dgamma, dbeta, gamma,
+		    rstd, (A *)dres);
 		return;
 	}
-	k3 = (float *)(part + (size_t)C * S * 2);
-	DISPATCH(bn_part_bwd_nhwc_kernel<A><<<dim3(S, tiles), blk, 0, st>>>(B,
-	    C, HW, (const A *)dout, (const A *)inp, (const A *)out, mean, relu,
-	    part, S, chunk, NULL, NULL, NULL, NULL, NULL, NULL));
-	bn_fin_bwd_nhwc_kernel<<<(C + NT - 1) / NT, NT, 0, st>>>(B, C, HW,
-	    part, S, gamma, rstd, dgamma, dbeta, k3);
+	k3 = (float *)(part + (size_t)C * L.S * 2);
+	BN_LAUNCH(L, bn_part_bwd_nhwc_kernel, L.grid, L.blk, st, C, L.n,
+	    (const A *)dout, (const A *)inp, (const A *)out, mean, relu, part,
+	    L.S, L.chunk, NULL, NULL, NULL, NULL, NULL, NULL);
+	bn_fin_bwd_nhwc_kernel<<<warp_blocks_for((size_t)C), NT, 0, st>>>(C,
+	    L.n, part, L.S, gamma, rstd, dgamma, dbeta, k3);
 	if (dinp == NULL && dres == NULL)
 		return;
-	DISPATCH(bn_apply_bwd_nhwc_kernel<A><<<blocks_for(n), NT, 0, st>>>(n,
-	    C, (A *)dinp, (const A *)dout, (const A *)inp, mean, rstd,
-	    (A *)dres, (const A *)out, relu, k3));
+	BN_LAUNCH(L, bn_apply_bwd_nhwc_kernel, blocks_for(n / L.V), NT, st,
+	    n / L.V, C, (A *)dinp, (const A *)dout, (const A *)inp, mean,
+	    rstd, (A *)dres, (const A *)out, relu, k3);
 }
 
 extern "C" void
