@@ -165,6 +165,10 @@ struct backend {
 	 * qkv (B,T,3C): q = [..., 0:C], k = [..., C:2C], v = [..., 2C:3C],
 	 * head h at columns h*C/NH .. (h+1)*C/NH of each (timm's layout).
 	 * att (B,NH,T,T) keeps softmax(q k^T / sqrt(C/NH)); out (B,T,C).
+	 * att is the backend's to keep what its backward needs in: the
+	 * CUDA backend's fused bf16 attention keeps a copy of out and the
+	 * softmax statistics there instead (cuda/sdpa.h), so only
+	 * attention_backward may read it.
 	 */
 	void (*attention_forward)(float *out, float *att, const float *qkv,
 	    int B, int T, int C, int NH);

@@ -10,7 +10,8 @@
 #  - a run resumed from a checkpoint at step 3 gives the uninterrupted
 #    run's losses for steps 4 to 6, bit for bit;
 #  - without --deterministic (cuDNN's fastest algorithms, timed), bf16
-#    still follows the cpu emulation within 2e-2;
+#    still follows the cpu emulation within 2e-2, and so does the ViT
+#    with its unfused attention (SHARDKIT_CUDA_SDPA=0) beside the fused;
 #  - --precision tf32 trains (its losses within 5e-2 of fp32's);
 #  - --batch auto finds a batch and trains at it;
 #  - the compute-alone ceiling is at least the run's busy rate (5%);
@@ -103,6 +104,24 @@ for mp in resnet:fp32 vit:fp32 resnet:bf16 vit:bf16; do
 			    "$T/$m-long-cpu.loss" "$T/$m-long-gpu.loss" 2e-2
 			follows "$m: cuda bf16, fastest algorithms, follows too" \
 			    "$T/$m-long-cpu.loss" "$T/$m-long-fast.loss" 2e-2
+			# the ViT's attention is cuDNN's fused one where built
+			# in; the unfused one must follow as well
+			if [ "$m" = vit ]; then
+				if SHARDKIT_CUDA_SDPA=0 run "$m-long-unfused" \
+				    "${long[@]}" --backend cuda --deterministic \
+				    --losses "$T/$m-long-unfused.loss"; then
+					follows "$m: cuda bf16, unfused attention, follows too" \
+					    "$T/$m-long-cpu.loss" \
+					    "$T/$m-long-unfused.loss" 2e-2
+				else
+					fail "$m: SHARDKIT_CUDA_SDPA=0: $(cat \
+					    "$T/$m-long-unfused.err")"
+				fi
+				if grep -q "fused attention" "$T/$m-long-gpu.err"; then
+					echo "note: $(grep "fused attention" \
+					    "$T/$m-long-gpu.err" | head -n 1)"
+				fi
+			fi
 		else
 			fail "$m: a bf16 run failed: $(cat "$T/$m-long-cpu.err" \
 			    "$T/$m-long-gpu.err" "$T/$m-long-fast.err")"

@@ -43,6 +43,7 @@
 #include <cudnn.h>
 
 #include "attention.h"
+#include "sdpa.h"
 #include "kernels.h"
 #include "nhwc.h"
 
@@ -87,6 +88,8 @@ static struct {
 	/* bf16: 4-D activations (B,C,H,W) stored channels-last (B,H,W,C),
 	 * cuDNN's fast layout for tensor cores (nhwc.cu) */
 	int nhwc;
+	/* bf16: attention through cuDNN's fused SDPA where it can (sdpa.h) */
+	int sdpa;
 } G;
 
 static void
@@ -577,7 +580,7 @@ cu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
  * live in G.abuf: 4 (B,T,C) tensors.
  */
 static void
-attention_forward16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
+forward_unfused16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
     int B, int T, int C, int NH)
 {
 	int hd = C / NH, BH = B * NH;
@@ -614,7 +617,7 @@ attention_scratch16(int B, int T, int C, int NH)
 }
 
 static void
-attention_backward16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
+backward_unfused16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
     const uint16_t *qkv, const uint16_t *att, int B, int T, int C, int NH)
 {
 	int hd = C / NH, BH = B * NH;
@@ -646,6 +649,68 @@ attention_backward16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
 	/* dqkv (B,T,3C) += the three, back in token order */
 	cuk_heads_merge(dqkv, dqh, B, T, C, NH, 3, 1, G.stream);
 }
+
+/*
+ * The fused path (sdpa.h): cuDNN's flash attention, unless
+ * SHARDKIT_CUDA_SDPA=0 or it is not built in. att (B,NH,T,T) then keeps
+ * what its backward reads instead of the probabilities: a copy of out
+ * (B,T,C) bf16, then the softmax statistics (B,NH,T) floats, 256-byte
+ * aligned. Where att cannot hold them (T small against C/NH), or cuDNN
+ * refuses the shape, the unfused path below runs.
+ */
+static float *
+sdpa_stats(uint16_t *att, int B, int T, int C, int NH)
+{
+	size_t o = ALIGN_UP((size_t)B * T * C, 128);
+
+	if (!G.sdpa || (o * 2 + (size_t)B * NH * T * 4) >
+	    (size_t)B * NH * T * T * 2)
+		return NULL;
+	return (float *)(att + o);
+}
+
+static void
+attention_forward16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
+    int B, int T, int C, int NH)
+{
+	int hd = C / NH;
+	float *stats = sdpa_stats(att, B, T, C, NH);
+
+	if (stats != NULL && cusdpa_forward(G.dnn, G.stream, out, stats, qkv,
+	    B, T, C, NH, 1.0f / sqrtf((float)hd), G.det) == 0) {
+		CU(cudaMemcpyAsync(att, out, (size_t)B * T * C * 2,
+		    cudaMemcpyDeviceToDevice, G.stream));
+		return;
+	}
+	forward_unfused16(out, att, qkv, B, T, C, NH);
+}
+
+static void
+attention_backward16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
+    const uint16_t *qkv, const uint16_t *att, int B, int T, int C, int NH)
+{
+	const float *stats = sdpa_stats((uint16_t *)att, B, T, C, NH);
+	size_t n3 = (size_t)B * T * 3 * C;
+
+	int r;
+
+	/* whether the forward ran fused is the shape's (sdpa.h): then its
+	 * gradients into scratch, added to dqkv */
+	r = stats == NULL ? -1 : cusdpa_backward(G.dnn, G.stream, scratch,
+	    dout, qkv, att, stats, B, T, C, NH, 1.0f / sqrtf((float)(C / NH)),
+	    G.det);
+	if (r == -2)
+		die("cusdpa_backward", __FILE__, __LINE__, "cuDNN's fused "
+		    "attention backward failed after its forward ran: try "
+		    "SHARDKIT_CUDA_SDPA=0");
+	if (r == 0) {
+		cuk_add_forward((float *)dqkv, (const float *)dqkv,
+		    (const float *)scratch, n3, G.stream);
+		return;
+	}
+	backward_unfused16(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+}
+
 
 /*
  * The unfused path: for each head h, batched over the B samples (stride
@@ -1353,6 +1418,9 @@ backend_cuda(int device, enum cuda_precision prec, int deterministic,
 		const char *v = getenv("SHARDKIT_CUDA_NCHW");
 
 		G.nhwc = G.bf16 && !(v != NULL && strcmp(v, "1") == 0);
+		/* SHARDKIT_CUDA_SDPA=0: bf16 keeps the unfused attention */
+		v = getenv("SHARDKIT_CUDA_SDPA");
+		G.sdpa = G.bf16 && !(v != NULL && strcmp(v, "0") == 0);
 	}
 	cuda_backend.act_elt = G.bf16 ? 2 : sizeof(float);
 	cuk_set_bf16(G.bf16);
