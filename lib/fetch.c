@@ -312,9 +312,13 @@ sk_url_redact(const char *url)
 	p = p != NULL ? p + 3 : url;
 	memcpy(o, url, (size_t)(p - url));
 	o += p - url;
-	/* userinfo: keep the user, hide the password */
+	/* userinfo: keep the user, hide the password. The host starts after
+	 * the last '@' before the path, as sk_url_parse and libcurl split it,
+	 * so a password holding '@' is hidden whole. */
 	hostend = p + strcspn(p, "/?#");
-	at = memchr(p, '@', (size_t)(hostend - p));
+	for (at = hostend; at > p && at[-1] != '@'; at--)
+		;
+	at = at > p ? at - 1 : NULL;
 	if (at != NULL) {
 		q = memchr(p, ':', (size_t)(at - p));
 		if (q != NULL) {

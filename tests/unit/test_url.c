@@ -341,6 +341,13 @@ TEST(url_redact)
 	    "https://user:***@h/x.tar");
 	/* an '@' in the path is not userinfo */
 	expect_redact(__LINE__, "http://h/a:b@c.tar", "http://h/a:b@c.tar");
+	/* '@' in the password: the host is after the last one before the
+	 * path, as sk_url_parse and libcurl split it */
+	expect_redact(__LINE__, "http://alice:p@ssSECRET@127.0.0.1:1/x.tar",
+	    "http://alice:***@127.0.0.1:1/x.tar");
+	expect_redact(__LINE__, "https://a:@@b@@h/x?y@z",
+	    "https://a:***@h/x?y@z");
+	expect_redact(__LINE__, "http://a@b:c@h/", "http://a@b:***@h/");
 	expect_redact(__LINE__, "https://b.s3.amazonaws.com/x.tar?"
 	    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F&"
 	    "X-Amz-Signature=deadbeef&x-id=GetObject",
