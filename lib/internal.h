@@ -241,6 +241,28 @@ int sk__list_page(void);
 int sk__list_check(const char *url, int page, size_t n, size_t before,
     size_t start, struct sk_error *err);
 
+/*
+ * A paged listing against a server that pages without end: every page
+ * token it gave (their 64-bit hashes), the pages in a row that added no
+ * name, and when the first page came. sk__list_guard_page after each page
+ * (next the page's token, NULL on the last; added the names it added):
+ * 0 to go on, or an error naming url when a token comes again (A, B, A
+ * is refused as well as A, A), when SK_LIST_EMPTY_MAX pages in a row add
+ * nothing, or when the listing has run SK_LIST_SECONDS_MAX seconds.
+ */
+#define SK_LIST_EMPTY_MAX	32
+#define SK_LIST_SECONDS_MAX	600
+struct sk__list_guard {
+	uint64_t *seen;		/* open addressing; 0 marks a free slot */
+	size_t n, cap;
+	int empty;		/* pages in a row with no new name */
+	double t0;		/* monotonic seconds at the first page */
+};
+void sk__list_guard_init(struct sk__list_guard *g);
+int sk__list_guard_page(struct sk__list_guard *g, const char *url,
+    const char *next, size_t added, struct sk_error *err);
+void sk__list_guard_free(struct sk__list_guard *g);
+
 /* ------------------------------------------------------------------------ */
 /* the keys of a class-per-folder tree (keys.c)                             */
 

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -629,6 +630,98 @@ sk__list_check(const char *url, int page, size_t n, size_t before,
 	if (n - start > LIST_NAMES_MAX)
 		return sk_error_set(err, SK_ETOOBIG, "%s: more than %d names "
 		    "in one folder", url, LIST_NAMES_MAX);
+	return 0;
+}
+
+static double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void
+sk__list_guard_init(struct sk__list_guard *g)
+{
+	memset(g, 0, sizeof *g);
+	g->t0 = mono_now();
+}
+
+void
+sk__list_guard_free(struct sk__list_guard *g)
+{
+	free(g->seen);
+	g->seen = NULL;
+	g->n = g->cap = 0;
+}
+
+/* FNV-1a of s, never 0 (the free slot) */
+static uint64_t
+token_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h != 0 ? h : 1;
+}
+
+/* 1 when h was in the set, else adds it: 0, or -1 out of memory */
+static int
+seen_add(struct sk__list_guard *g, uint64_t h)
+{
+	size_t i;
+
+	if (2 * (g->n + 1) > g->cap) {
+		size_t cap = g->cap != 0 ? 2 * g->cap : 64, j;
+		uint64_t *v = calloc(cap, sizeof *v);
+
+		if (v == NULL)
+			return -1;
+		for (j = 0; j < g->cap; j++)
+			if (g->seen[j] != 0) {
+				for (i = g->seen[j] & (cap - 1); v[i] != 0;
+				    i = (i + 1) & (cap - 1))
+					;
+				v[i] = g->seen[j];
+			}
+		free(g->seen);
+		g->seen = v;
+		g->cap = cap;
+	}
+	for (i = h & (g->cap - 1); g->seen[i] != 0; i = (i + 1) & (g->cap - 1))
+		if (g->seen[i] == h)
+			return 1;
+	g->seen[i] = h;
+	g->n++;
+	return 0;
+}
+
+int
+sk__list_guard_page(struct sk__list_guard *g, const char *url,
+    const char *next, size_t added, struct sk_error *err)
+{
+	int r;
+
+	g->empty = added != 0 ? 0 : g->empty + 1;
+	if (next == NULL)
+		return 0;
+	if ((r = seen_add(g, token_hash(next))) < 0)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	if (r == 1)
+		return sk_error_set(err, SK_EFORMAT, "%s: the listing gives a "
+		    "page token it gave before, after %zu pages: the server "
+		    "would list without end", url, g->n + 1);
+	if (g->empty >= SK_LIST_EMPTY_MAX)
+		return sk_error_set(err, SK_EFORMAT, "%s: %d pages in a row of "
+		    "the listing held no name: the server would list without "
+		    "end", url, g->empty);
+	if (mono_now() - g->t0 > SK_LIST_SECONDS_MAX)
+		return sk_error_set(err, SK_ETOOBIG, "%s: the listing has "
+		    "taken more than %d seconds (%zu pages)", url,
+		    SK_LIST_SECONDS_MAX, g->n + 1);
 	return 0;
 }
 

@@ -729,14 +729,16 @@ gs_list_entries(const struct sk_url *u, const char *url,
     struct sk__entries *out, struct sk_error *err)
 {
 	struct sk__req r;
+	struct sk__list_guard g;
 	char *prefix = NULL, *tok = NULL, *next = NULL, *q = NULL;
-	size_t start = out->n, before = out->n;
+	size_t start = out->n, before = out->n, added;
 	int rc, pages;
 
 	if ((rc = gcs_creds(err)) != 0)
 		return rc;
 	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	sk__list_guard_init(&g);
 	for (pages = 0; pages < LIST_PAGES_MAX; pages++) {
 		free(q);
 		q = sk__asprintf("%s/storage/v1/b/%s/o?prefix=%s&delimiter=%%2F"
@@ -755,15 +757,13 @@ gs_list_entries(const struct sk_url *u, const char *url,
 		if (rc == 0)
 			rc = sk__list_check(url, pages + 1, out->n, before,
 			    start, err);
+		added = out->n - before;
 		before = out->n;
 		if (rc != 0 || next == NULL)
 			break;
 		/* A server that repeats itself would list forever. */
-		if (tok != NULL && strcmp(tok, next) == 0) {
-			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing "
-			    "repeats its page token", url);
+		if ((rc = sk__list_guard_page(&g, url, next, added, err)) != 0)
 			break;
-		}
 		free(tok);
 		tok = next;
 		next = NULL;
@@ -772,6 +772,7 @@ gs_list_entries(const struct sk_url *u, const char *url,
 		rc = sk_error_set(err, SK_ETOOBIG, "%s: more than %d pages",
 		    url, LIST_PAGES_MAX);
 	free(next);
+	sk__list_guard_free(&g);
 	free(tok);
 	free(prefix);
 	free(q);

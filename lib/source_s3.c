@@ -605,14 +605,15 @@ s3_list_entries(const struct sk_url *u, const char *url,
     struct sk__entries *out, struct sk_error *err)
 {
 	struct sk__req r;
-	char *prefix = NULL, *tok = NULL, *query = NULL, prev[XML_TEXT_MAX];
+	struct sk__list_guard g;
+	char *prefix = NULL, *tok = NULL, *query = NULL;
 	char token[XML_TEXT_MAX];
-	size_t start = out->n, before = out->n;
+	size_t start = out->n, before = out->n, added;
 	int rc = 0, pages, truncated;
 
 	if ((prefix = sk__uri_escape(u->path, 0)) == NULL)
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	prev[0] = '\0';
+	sk__list_guard_init(&g);
 	for (pages = 0; pages < LIST_PAGES_MAX; pages++) {
 		free(query);
 		query = sk__asprintf("list-type=2&prefix=%s&delimiter=%%2F&"
@@ -631,16 +632,18 @@ s3_list_entries(const struct sk_url *u, const char *url,
 		if (rc != 0 || (rc = sk__list_check(url, pages + 1, out->n,
 		    before, start, err)) != 0)
 			break;
+		added = out->n - before;
 		before = out->n;
 		if (!truncated)
 			break;
-		/* A server that repeats itself would list forever. */
-		if (token[0] == '\0' || strcmp(token, prev) == 0) {
+		if (token[0] == '\0') {
 			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing is "
-			    "truncated with no new continuation token", url);
+			    "truncated with no continuation token", url);
 			break;
 		}
-		snprintf(prev, sizeof prev, "%s", token);
+		/* A server that repeats itself would list forever. */
+		if ((rc = sk__list_guard_page(&g, url, token, added, err)) != 0)
+			break;
 		free(tok);
 		if ((tok = sk__uri_escape(token, 0)) == NULL) {
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
@@ -650,6 +653,7 @@ s3_list_entries(const struct sk_url *u, const char *url,
 	if (rc == 0 && pages == LIST_PAGES_MAX)
 		rc = sk_error_set(err, SK_ETOOBIG, "%s: more than %d pages",
 		    url, LIST_PAGES_MAX);
+	sk__list_guard_free(&g);
 	free(query);
 	free(tok);
 	free(prefix);

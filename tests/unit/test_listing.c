@@ -57,6 +57,65 @@ TEST(listing_names)
 	CHECK(sk__entry_under("dir/a\0b", 7, "dir/", 0, &len) == NULL);
 }
 
+/* A server that pages without end: tokens A, B, A; empty pages with new
+ * tokens; a listing that runs too long. */
+TEST(listing_guard)
+{
+	struct sk__list_guard g;
+	struct sk_error err = { 0 };
+	const char *m;
+	char tok[32];
+	int i;
+
+	sk__list_guard_init(&g);
+	CHECK_OK(sk__list_guard_page(&g, "s3://b/p/", "A", 0, &err), &err);
+	CHECK_OK(sk__list_guard_page(&g, "s3://b/p/", "B", 0, &err), &err);
+	m = CHECK_ERR(sk__list_guard_page(&g, "s3://b/p/", "A", 0, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(m, "s3://b/p/");
+	CHECK_CONTAINS(m, "page token it gave before");
+	sk__list_guard_free(&g);
+
+	/* new tokens, no names: refused at the SK_LIST_EMPTY_MAX-th page in
+	 * a row; a page with a name starts the count again */
+	sk__list_guard_init(&g);
+	for (i = 1; i < SK_LIST_EMPTY_MAX; i++) {
+		snprintf(tok, sizeof tok, "t%d", i);
+		CHECK_OK(sk__list_guard_page(&g, "gs://b/p/", tok, 0, &err),
+		    &err);
+	}
+	CHECK_OK(sk__list_guard_page(&g, "gs://b/p/", "named", 3, &err), &err);
+	for (i = 1; i < SK_LIST_EMPTY_MAX; i++) {
+		snprintf(tok, sizeof tok, "u%d", i);
+		CHECK_OK(sk__list_guard_page(&g, "gs://b/p/", tok, 0, &err),
+		    &err);
+	}
+	m = CHECK_ERR(sk__list_guard_page(&g, "gs://b/p/", "v", 0, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(m, "gs://b/p/");
+	CHECK_CONTAINS(m, "held no name");
+	sk__list_guard_free(&g);
+	/* the last page (no token) ends the listing whatever it held */
+	sk__list_guard_init(&g);
+	CHECK_OK(sk__list_guard_page(&g, "gs://b/p/", NULL, 0, &err), &err);
+	sk__list_guard_free(&g);
+
+	/* thousands of distinct tokens are fine (the set grows) */
+	sk__list_guard_init(&g);
+	for (i = 0; i < 5000; i++) {
+		snprintf(tok, sizeof tok, "w%d", i);
+		CHECK_OK(sk__list_guard_page(&g, "s3://b/", tok, 1, &err), &err);
+	}
+	CHECK_ERR(sk__list_guard_page(&g, "s3://b/", "w17", 1, &err),
+	    SK_EFORMAT, &err);
+	/* and the whole listing's time */
+	g.t0 -= SK_LIST_SECONDS_MAX + 1;
+	m = CHECK_ERR(sk__list_guard_page(&g, "s3://b/", "x", 1, &err),
+	    SK_ETOOBIG, &err);
+	CHECK_CONTAINS(m, "seconds");
+	sk__list_guard_free(&g);
+}
+
 TEST(listing_sizes_and_versions)
 {
 	static const char *const bad[] = { "", "+5", "-1", " 5", "5 ", "0x10",
@@ -573,6 +632,9 @@ serve(void *arg)
 			req[n] = '\0';
 		}
 		req[strcspn(req, "\r\n")] = '\0';
+		/* counted before the answer, which the client may see and
+		 * return from before this thread runs again */
+		__atomic_add_fetch(&srv.requests, 1, __ATOMIC_SEQ_CST);
 		for (r = srv.routes; r->match != NULL &&
 		    strstr(req, r->match) == NULL; r++)
 			;
@@ -583,7 +645,6 @@ serve(void *arg)
 		send_all(c, head, strlen(head));
 		send_all(c, body, strlen(body));
 		close(c);
-		__atomic_add_fetch(&srv.requests, 1, __ATOMIC_SEQ_CST);
 	}
 	return NULL;
 }
@@ -711,6 +772,10 @@ TEST(listing_gcs_server)
 		    " \"30\", \"generation\": \"17\", \"updated\": "
 		    "\"2026-01-15T10:00:00.000Z\"}]}" },
 		{ "/b/loop/o?", "{\"nextPageToken\": \"t1\", \"items\": []}" },
+		/* tokens A, B, A, ...: no two in a row alike */
+		{ "/b/alt/o?prefix=d%2F&delimiter=%2F&maxResults=1000&pageToken"
+		    "=A ", "{\"nextPageToken\": \"B\", \"items\": []}" },
+		{ "/b/alt/o?", "{\"nextPageToken\": \"A\", \"items\": []}" },
 		{ "/b/big/o?prefix=&delimiter=%2F&maxResults=1 ",
 		    "{\"items\": [{\"name\": \"a\", \"size\": \"1\"}], "
 		    "\"prefixes\": [\"b/\"]}" },
@@ -724,6 +789,7 @@ TEST(listing_gcs_server)
 	const struct sk__entry *x;
 	char host[64];
 	const char *msg;
+	int n;
 
 	snprintf(host, sizeof host, "127.0.0.1:%d", serve_start(routes));
 	setenv("STORAGE_EMULATOR_HOST", host, 1);
@@ -743,7 +809,14 @@ TEST(listing_gcs_server)
 
 	msg = CHECK_ERR(sk__source_list_entries("gs://loop/d/", &e, &err),
 	    SK_EFORMAT, &err);
-	CHECK_CONTAINS(msg, "gs://loop/d/: the listing repeats its page token");
+	CHECK_CONTAINS(msg, "gs://loop/d/: the listing gives a page token it "
+	    "gave before");
+	n = requests();
+	msg = CHECK_ERR(sk__source_list_entries("gs://alt/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "gs://alt/d/: the listing gives a page token it "
+	    "gave before, after 3 pages");
+	CHECK_EQ_INT(requests() - n, 3);
 	/* Folders count against the names a page was asked for. */
 	setenv("SK_LIST_PAGE", "1", 1);
 	msg = CHECK_ERR(sk__source_list_entries("gs://big/", &e, &err),
@@ -787,6 +860,13 @@ TEST(listing_s3_server)
 		{ "GET /loop/?", "<ListBucketResult><IsTruncated>true"
 		    "</IsTruncated><NextContinuationToken>c1"
 		    "</NextContinuationToken></ListBucketResult>" },
+		/* tokens A, B, A, ...: no two in a row alike */
+		{ "&continuation-token=A ", "<ListBucketResult>"
+		    "<IsTruncated>true</IsTruncated><NextContinuationToken>B"
+		    "</NextContinuationToken></ListBucketResult>" },
+		{ "GET /alt/?", "<ListBucketResult><IsTruncated>true"
+		    "</IsTruncated><NextContinuationToken>A"
+		    "</NextContinuationToken></ListBucketResult>" },
 		{ "GET /bad/?", "<ListBucketResult><Contents><Key>d/a</Key>"
 		    "<Size>1</Size><ETag>\"a b\"</ETag></Contents>"
 		    "</ListBucketResult>" },
@@ -798,6 +878,7 @@ TEST(listing_s3_server)
 	const struct sk__entry *x;
 	char ep[64];
 	const char *msg;
+	int n;
 
 	snprintf(ep, sizeof ep, "http://127.0.0.1:%d", serve_start(routes));
 	setenv("AWS_ENDPOINT_URL", ep, 1);
@@ -824,8 +905,14 @@ TEST(listing_s3_server)
 
 	msg = CHECK_ERR(sk__source_list_entries("s3://loop/d/", &e, &err),
 	    SK_EFORMAT, &err);
-	CHECK_CONTAINS(msg, "s3://loop/d/: the listing is truncated with no "
-	    "new continuation token");
+	CHECK_CONTAINS(msg, "s3://loop/d/: the listing gives a page token it "
+	    "gave before");
+	n = requests();
+	msg = CHECK_ERR(sk__source_list_entries("s3://alt/d/", &e, &err),
+	    SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "s3://alt/d/: the listing gives a page token it "
+	    "gave before, after 3 pages");
+	CHECK_EQ_INT(requests() - n, 3);
 	msg = CHECK_ERR(sk__source_list_entries("s3://bad/d/", &e, &err),
 	    SK_EFORMAT, &err);
 	CHECK_CONTAINS(msg, "s3://bad/d/: the listing gives an object an ETag");
