@@ -135,6 +135,21 @@ void sk_url_free(struct sk_url *url);
 const char *sk_scheme_name(enum sk_scheme scheme);
 
 /*
+ * Text from outside (a bucket key, a file or member name, a URL, a
+ * server's message) as a terminal may show it: s[0..len) into dst[0..n),
+ * valid UTF-8 as it is, while C0 controls and DEL (\n \r \t \xHH), C1
+ * and the bidi controls (\uHHHH) and bytes of no valid UTF-8 sequence
+ * (\xHH) are escaped, so that none can drive a terminal; cut at a
+ * character with "..." when it does not fit. A backslash stays itself,
+ * so escaping twice changes nothing more, unless flags has
+ * SK_ESCAPE_BACKSLASH (then \\, and the text reads back unambiguously).
+ * Returns 1 when s needed no escape, else 0. Every message libshardkit
+ * writes (sk_errmsg, sk_log) is escaped this way.
+ */
+#define SK_ESCAPE_BACKSLASH	1
+int sk_escape(char *dst, size_t n, const char *s, size_t len, int flags);
+
+/*
  * WebDataset: the key is the member path up to the first dot of its
  * basename; the extension is everything after that dot. Returns the key
  * length; *ext points into name ("" when there is no dot).

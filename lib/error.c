@@ -53,9 +53,14 @@ sk_errno_code(int errnum)
 int
 sk__verror_set(struct sk_error *err, int code, const char *fmt, va_list ap)
 {
+	char raw[SK_ERRMSG_MAX];
+
 	if (err != NULL) {
 		err->code = code;
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		vsnprintf(raw, sizeof raw, fmt, ap);
+		/* names and servers' words are in it: a message never holds
+		 * what could drive a terminal (sk_escape) */
+		sk_escape(err->msg, sizeof err->msg, raw, strlen(raw), 0);
 	}
 	return code;
 }

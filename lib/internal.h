@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shardkit.h"
 
@@ -230,6 +231,22 @@ void sk__entries_sort(struct sk__entries *e, size_t first);
  * 0 when s is not one. */
 int64_t sk__time_rfc3339(const char *s);
 int64_t sk__time_http(const char *s);
+
+/* ------------------------------------------------------------------------ */
+/* text from outside, shown (escape.c)                                      */
+
+/* The next character of s[0..len) as UTF-8: its code point and length in
+ * *used, or -1 (length 1) for a byte that starts no valid sequence
+ * (overlong forms, surrogates and past U+10FFFF included, RFC 3629). */
+long sk__utf8_next(const unsigned char *s, size_t len, size_t *used);
+/* One character of s[0..len) as a terminal may show it, into piece
+ * (NUL-terminated): itself, or \n \r \t \xHH (C0, DEL, a byte of no
+ * valid sequence) \uHHHH (C1, bidi controls), and with backslash set a
+ * backslash as \\. Its length; the bytes it took from s in *used. */
+size_t sk__escape_piece(const unsigned char *s, size_t len, size_t *used,
+    char piece[16], int backslash);
+/* s shown whole on f, as sk_escape() shows it (backslashes as they are) */
+void sk__fputs_escaped(const char *s, FILE *f);
 
 /* Names per page of a bucket listing: SK_LIST_PAGE, else 1000. */
 int sk__list_page(void);

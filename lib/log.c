@@ -45,7 +45,7 @@ sk_log_get_level(void)
 void
 sk_log(int l, const char *fmt, ...)
 {
-	char buf[1024];
+	char buf[1024], shown[2048];
 	va_list ap;
 
 	if (l > sk_log_get_level())
@@ -53,7 +53,9 @@ sk_log(int l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
+	/* Names and messages from servers are in it: shown escaped. */
+	sk_escape(shown, sizeof shown, buf, strlen(buf), 0);
 	/* One fprintf, so lines from several threads do not interleave. */
 	fprintf(stderr, "shardkit: %s: %s\n", names[l < 0 ? 0 : l > 3 ? 3 : l],
-	    buf);
+	    shown);
 }

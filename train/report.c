@@ -536,52 +536,6 @@ report_write_json(const char *path, const struct run_result *res,
 /* ------------------------------------------------------------------------ */
 /* escaping                                                                 */
 
-/*
- * The next character of s[0..len) as UTF-8: its code point and length,
- * or -1 (length 1) for a byte that starts no valid sequence (overlong
- * forms, surrogates and code points past U+10FFFF included, RFC 3629).
- */
-static long
-utf8_next(const unsigned char *s, size_t len, size_t *used)
-{
-	long cp;
-	size_t n, i;
-
-	*used = 1;
-	if (s[0] < 0x80)
-		return s[0];
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		n = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return -1;
-	if (len < n)
-		return -1;
-	for (i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return -1;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return -1;
-	*used = n;
-	return cp;
-}
-
-/* Characters that move the cursor or reorder text without showing:
- * C1 controls and the Unicode bidi controls (the "Trojan Source" set). */
-static int
-is_invisible(long cp)
-{
-	return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c ||
-	    cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-	    (cp >= 0x2066 && cp <= 0x2069);
-}
-
 static int
 is_label_char(int c)
 {
@@ -590,67 +544,40 @@ is_label_char(int c)
 	    c) != NULL);
 }
 
-/* One character of s[0..len) as shown: escaped for a terminal, or for a
- * plot label. Its text goes to piece (NUL-terminated); the bytes it took
- * from s go to *used. */
+/* The bytes of the character at s[0..len) in UTF-8: a valid lead byte
+ * and its continuation bytes, else 1 (a label shows each as one '_'). */
 static size_t
-esc_piece(const unsigned char *s, size_t len, size_t *used, char piece[16],
-    int label)
+char_len(const unsigned char *s, size_t len)
 {
-	long cp = utf8_next(s, len, used);
+	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 &&
+	    s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 1, i;
 
-	if (label) {
-		piece[0] = cp >= 0 && cp < 0x80 && is_label_char((int)cp) ?
-		    (char)cp : '_';
-		piece[1] = '\0';
+	if (n > len)
 		return 1;
-	}
-	if (cp < 0)
-		return (size_t)snprintf(piece, 16, "\\x%02x", s[0]);
-	switch (cp) {
-	case '\n':
-		return (size_t)snprintf(piece, 16, "\\n");
-	case '\r':
-		return (size_t)snprintf(piece, 16, "\\r");
-	case '\t':
-		return (size_t)snprintf(piece, 16, "\\t");
-	case '\\':
-		return (size_t)snprintf(piece, 16, "\\\\");
-	}
-	if (cp < 0x20 || cp == 0x7f)
-		return (size_t)snprintf(piece, 16, "\\x%02lx", cp);
-	if (is_invisible(cp))
-		return (size_t)snprintf(piece, 16, "\\u%04lx", cp);
-	memcpy(piece, s, *used);
-	piece[*used] = '\0';
-	return *used;
+	for (i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 1;
+	return n;
 }
 
-/* s[0..len) shown into dst[0..n), cut at a character with "..." when it
- * does not fit. */
+/* s[0..len) shown into dst[0..n): escaped for a terminal (sk_escape,
+ * backslashes too), or for a plot label, cut down to a safe set of ASCII
+ * with '_' for every other character. */
 static void
 esc_copy(char *dst, size_t n, const char *s, size_t len, int label)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	char piece[16];
-	size_t i, used, k, total = 0, at = 0, room;
+	size_t i, at = 0;
 
+	if (!label) {
+		sk_escape(dst, n, s, len, SK_ESCAPE_BACKSLASH);
+		return;
+	}
 	if (n == 0)
 		return;
-	for (i = 0; i < len && total < n; i += used)
-		total += esc_piece(p + i, len - i, &used, piece, label);
-	room = total < n ? n - 1 : n > 4 ? n - 4 : 0;
-	for (i = 0; i < len; i += used) {
-		k = esc_piece(p + i, len - i, &used, piece, label);
-		if (at + k > room)
-			break;
-		memcpy(dst + at, piece, k);
-		at += k;
-	}
-	if (i < len && n > 4) {
-		memcpy(dst + at, "...", 3);
-		at += 3;
-	}
+	for (i = 0; i < len && at + 1 < n; i += char_len(p + i, len - i))
+		dst[at++] = p[i] < 0x80 && is_label_char(p[i]) ? (char)p[i] :
+		    '_';
 	dst[at] = '\0';
 }
 

@@ -332,6 +332,40 @@ expect_redact(int line, const char *url, const char *want)
 	free(got);
 }
 
+/* Text from outside as a terminal may show it (sk_escape), and every
+ * message libshardkit keeps (sk_error_set). */
+TEST(escape_text)
+{
+	const char *s = "a\nb\rc\x1b]0;t\x07" "d\x7f\\e\xff\xc2\x9b\xe2\x80"
+	    "\xae" "caf\xc3\xa9";
+	struct sk_error err = { 0 };
+	char buf[200], again[200];
+
+	CHECK(sk_escape(buf, sizeof buf, s, strlen(s), 0) == 0);
+	CHECK_EQ_STR(buf, "a\\nb\\rc\\x1b]0;t\\x07d\\x7f\\e\\xff\\u009b"
+	    "\\u202ecaf\xc3\xa9");
+	/* escaping twice changes nothing more */
+	CHECK(sk_escape(again, sizeof again, buf, strlen(buf), 0) == 1);
+	CHECK_EQ_STR(again, buf);
+	/* with SK_ESCAPE_BACKSLASH a backslash is \\ */
+	sk_escape(buf, sizeof buf, "a\\b\x1b", 4, SK_ESCAPE_BACKSLASH);
+	CHECK_EQ_STR(buf, "a\\\\b\\x1b");
+	/* overlong forms and surrogates are no UTF-8 */
+	sk_escape(buf, sizeof buf, "\xc0\xaf\xed\xa0\x80", 5, 0);
+	CHECK_EQ_STR(buf, "\\xc0\\xaf\\xed\\xa0\\x80");
+	/* cut at a character, with "..." */
+	sk_escape(buf, 12, "abcdef\x1b\x1b\x1b", 9, 0);
+	CHECK_EQ_STR(buf, "abcdef...");
+	sk_escape(buf, 9, "abcdefgh", 8, 0);
+	CHECK_EQ_STR(buf, "abcdefgh");
+	/* n 0 writes nothing and says whether s is plain */
+	CHECK(sk_escape(NULL, 0, "plain \xc3\xa9", 8, 0) == 1);
+	CHECK(sk_escape(NULL, 0, "x\x1by", 3, 0) == 0);
+	/* a message never holds a raw control byte */
+	sk_error_set(&err, SK_EFORMAT, "%s: bad", "gs://b/e\x1b[2Jx.tar");
+	CHECK_EQ_STR(err.msg, "gs://b/e\\x1b[2Jx.tar: bad");
+}
+
 TEST(url_redact)
 {
 	expect_redact(__LINE__, "/data/in-000000.tar", "/data/in-000000.tar");
