@@ -259,7 +259,8 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 			goto out;
 		}
 		if ((b = base_name(full)) == NULL ||
-		    !sk__entry_name_ok(b, strlen(b)) || strlen(b) > NAME_MAX) {
+		    !sk__entry_name_ok(b, strlen(b)) || strlen(b) > NAME_MAX ||
+		    !sk_escape(NULL, 0, b, strlen(b), 0)) {
 			rc = sk_error_set(err, SK_EFORMAT, "%s: shardlist[%zu] "
 			    "has no file name a folder can show", shown, i);
 			free(b);
@@ -323,7 +324,7 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 {
 	struct sk__entries e = { 0 };
 	struct item *v;
-	size_t i, n = 0;
+	size_t i, n = 0, unshown = 0;
 	int http = strncmp(url, "http", 4) == 0, rc;
 	char *name, *shown;
 
@@ -342,6 +343,12 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 		return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
 	for (i = 0; i < e.n; i++) {
+		/* A name with control characters or bytes of no valid UTF-8
+		 * would reach every terminal that lists the folder. */
+		if (!sk_escape(NULL, 0, e.v[i].name, strlen(e.v[i].name), 0)) {
+			unshown++;
+			continue;
+		}
 		if (strlen(e.v[i].name) > NAME_MAX) {
 			sk_log(SK_LOG_WARN, "%s: %.40s...: a name longer than %d "
 			    "bytes is not shown", shown, e.v[i].name, NAME_MAX);
@@ -387,6 +394,10 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 			    "learned");
 		n++;
 	}
+	if (unshown > 0)
+		sk_log(SK_LOG_WARN, "%s: %zu name%s with control characters "
+		    "or bytes of no valid UTF-8 %s not shown", shown, unshown,
+		    unshown == 1 ? "" : "s", unshown == 1 ? "is" : "are");
 	sk__entries_free(&e);
 	free(shown);
 	*out = v;

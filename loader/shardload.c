@@ -579,8 +579,13 @@ cmd_dump(struct opts *o)
 		dump_png(o->out, &b, o->columns);
 	else
 		dump_npy(o->out, &b);
-	for (i = 0; i < b.n; i++)
-		printf("%d\t%s\t%" PRId32 "\n", i, b.keys[i], b.labels[i]);
+	for (i = 0; i < b.n; i++) {
+		char key[1024];
+
+		/* a key is a member's name: shown escaped */
+		sk_escape(key, sizeof key, b.keys[i], strlen(b.keys[i]), 0);
+		printf("%d\t%s\t%" PRId32 "\n", i, key, b.labels[i]);
+	}
 	sk_loader_release(l, &b);
 	sk_loader_close(l);
 	return 0;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "shards.h"
 
 static int cmd_extract_exec(int, char **);
@@ -242,8 +243,10 @@ extract_entry(struct extract *x)
 	case SK_TAR_OTHER:
 		break;
 	}
-	if (x->verbose && x->nrefused == nrefused)
-		printf("%s\n", m->name);
+	if (x->verbose && x->nrefused == nrefused) {
+		sk__fputs_escaped(m->name, stdout);
+		putchar('\n');
+	}
 out:
 	if (dirfd >= 0 && dirfd != x->dirfd)
 		close(dirfd);

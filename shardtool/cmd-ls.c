@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "internal.h"
 #include "shards.h"
 
 static int cmd_ls_exec(int, char **);
@@ -34,7 +35,8 @@ const struct cli_command cmd_ls_entry = {
 };
 
 
-/* The first n members of s: those read whole. */
+/* The first n members of s: those read whole. Names are shown escaped
+ * (sk_escape): a tar's names may hold anything but NUL and '/'s. */
 static void
 ls_print(const struct sk_sample *s, size_t n, int long_format)
 {
@@ -43,14 +45,21 @@ ls_print(const struct sk_sample *s, size_t n, int long_format)
 	if (n == 0)
 		return;
 	if (long_format) {
-		for (i = 0; i < n; i++)
-			printf("%" PRIu64 " %" PRIu64 " %s\n",
-			    s->m[i].data_offset, s->m[i].size, s->m[i].name);
+		for (i = 0; i < n; i++) {
+			printf("%" PRIu64 " %" PRIu64 " ",
+			    s->m[i].data_offset, s->m[i].size);
+			sk__fputs_escaped(s->m[i].name, stdout);
+			putchar('\n');
+		}
 		return;
 	}
-	printf("%s\t", s->key);
-	for (i = 0; i < n; i++)
-		printf("%s%s", i > 0 ? " " : "", s->m[i].ext);
+	sk__fputs_escaped(s->key, stdout);
+	putchar('\t');
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			putchar(' ');
+		sk__fputs_escaped(s->m[i].ext, stdout);
+	}
 	putchar('\n');
 }
 
@@ -96,8 +105,12 @@ cmd_ls_exec(int argc, char **argv)
 	optind = shards_parse(&cmd_ls_entry, argc, argv, set_flag, &long_format);
 	shards_expand(argc - optind, argv + optind, &shards);
 	for (i = 0; i < shards.n; i++) {
-		if (shards.n > 1)
-			printf("%s%s:\n", i > 0 ? "\n" : "", shards.v[i].shown);
+		/* a folder's or bucket's names: shown escaped */
+		if (shards.n > 1) {
+			fputs(i > 0 ? "\n" : "", stdout);
+			sk__fputs_escaped(shards.v[i].shown, stdout);
+			fputs(":\n", stdout);
+		}
 		if (ls_shard(shards.v[i].url, long_format) < 0)
 			failed = 1;
 	}
