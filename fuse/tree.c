@@ -250,7 +250,8 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 		n++;
 		/* An http manifest mounts http(s) shards only: not this
 		 * machine's files, nor a bucket read with the mounting
-		 * user's credentials for whoever reads the mount. */
+		 * user's credentials for whoever reads the mount; and only
+		 * its own origin's, unless allow-cross-origin. */
 		if (strncmp(full, "http://", 7) != 0 &&
 		    strncmp(full, "https://", 8) != 0) {
 			rc = sk_error_set(err, SK_EINVAL, "%s: shardlist[%zu]: a "
@@ -258,6 +259,8 @@ list_manifest(const char *url, struct item **out, size_t *nout,
 			    shown, i);
 			goto out;
 		}
+		if ((rc = sk_manifest_check_origin(url, full, err)) != 0)
+			goto out;
 		if ((b = base_name(full)) == NULL ||
 		    !sk__entry_name_ok(b, strlen(b)) || strlen(b) > NAME_MAX ||
 		    !sk_escape(NULL, 0, b, strlen(b), 0)) {

@@ -231,6 +231,8 @@ struct sk_fetch_config {
 				 * $SSL_CERT_FILE, the system store) */
 	int no_sign;		/* s3://: send requests unsigned (a public
 				 * bucket), whatever keys there are */
+	int allow_cross_origin;	/* a remote manifest may name shards on
+				 * other origins (sk_manifest_check_origin) */
 };
 
 /* Freed part buffers the engine keeps for reuse, at most. */
@@ -502,6 +504,18 @@ int sk_manifest_read(const char *path, struct sk_manifest *m,
 void sk_manifest_free(struct sk_manifest *m);
 /* A manifest URL resolved against the manifest's own location. */
 char *sk_manifest_resolve(const char *manifest_path, const char *url);
+/*
+ * Whether shard (as sk_manifest_resolve gave it) may be read for the
+ * manifest at manifest_path: any shard for a local manifest; for one from
+ * the network (http(s), gs, s3) only a shard on its own origin (the same
+ * scheme, host and port; for a bucket the same bucket), so that a
+ * manifest's author can neither steer the user's cloud credentials to
+ * objects of their choosing nor reach other hosts, unless the fetch
+ * engine's allow_cross_origin is set (the tools' --allow-cross-origin).
+ * 0, or SK_EACCES with a message naming both.
+ */
+int sk_manifest_check_origin(const char *manifest_path, const char *shard,
+    struct sk_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* images (loader/image.c)                                                  */

@@ -38,6 +38,9 @@ const struct cli_option cli_remote_opts[] = {
 	    "tries per part at most (30)", 1, SK_FETCH_MAX_ATTEMPTS),
 	OPT("no-sign-request", CLI_R_NO_SIGN, CLI_FLAG, NULL,
 	    "s3: send requests unsigned (a public bucket)", 0, 0),
+	OPT("allow-cross-origin", CLI_R_CROSS_ORIGIN, CLI_FLAG, NULL,
+	    "a remote manifest may name shards on\nother origins (only its "
+	    "own)", 0, 0),
 	OPT("ca-file", CLI_R_CA_FILE, CLI_STRING, "FILE",
 	    "https: trust these CAs (CURL_CA_BUNDLE,\nSSL_CERT_FILE, the "
 	    "system store)", 0, 0),
@@ -94,6 +97,7 @@ cli_remote_set(struct cli_remote *r, const struct cli_option *o,
 	case CLI_R_ATTEMPTS: c->attempts = (int)v->i; break;
 	case CLI_R_CA_FILE: c->ca_file = v->s; break;
 	case CLI_R_NO_SIGN: c->no_sign = 1; break;
+	case CLI_R_CROSS_ORIGIN: c->allow_cross_origin = 1; break;
 	default:
 		return 0;
 	}

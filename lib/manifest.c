@@ -525,3 +525,50 @@ sk_manifest_resolve(const char *manifest_path, const char *url)
 	return sk__asprintf("%.*s/%s", (int)(slash - manifest_path),
 	    manifest_path, url);
 }
+
+/* The origin of a parsed URL: scheme, host (case folded) and port; for a
+ * bucket, its scheme and name. */
+static int
+same_origin(const struct sk_url *a, const struct sk_url *b)
+{
+	if (a->scheme != b->scheme || a->host == NULL || b->host == NULL)
+		return 0;
+	if (a->scheme == SK_SCHEME_GS || a->scheme == SK_SCHEME_S3)
+		return strcmp(a->host, b->host) == 0;
+	return strcasecmp(a->host, b->host) == 0 && a->port == b->port;
+}
+
+int
+sk_manifest_check_origin(const char *manifest_path, const char *shard,
+    struct sk_error *err)
+{
+	struct sk_fetch_config c;
+	struct sk_url m, u;
+	struct sk_error e;
+	char *sm, *ss;
+	int ok, rc;
+
+	if (!is_remote(manifest_path))
+		return 0;
+	sk_fetch_get_config(&c);
+	if (c.allow_cross_origin)
+		return 0;
+	memset(&m, 0, sizeof m);
+	memset(&u, 0, sizeof u);
+	ok = sk_url_parse(manifest_path, &m, &e) == 0 &&
+	    sk_url_parse(shard, &u, &e) == 0 && same_origin(&m, &u);
+	sk_url_free(&m);
+	sk_url_free(&u);
+	if (ok)
+		return 0;
+	sm = sk_url_redact(manifest_path);
+	ss = sk_url_redact(shard);
+	rc = sk_error_set(err, SK_EACCES, "%s: the manifest names %s, which "
+	    "is not on its own origin: a manifest from the network may name "
+	    "only shards beside it (same scheme, host and port, or the same "
+	    "bucket); --allow-cross-origin reads it anyway", sm ? sm :
+	    "manifest", ss ? ss : "a shard");
+	free(sm);
+	free(ss);
+	return rc;
+}

@@ -753,6 +753,13 @@ sk__load_shards(sk_loader *l)
 				return sk__fatal(&l->h, SK_ENOMEM, "out of "
 				    "memory");
 			}
+			/* a manifest from the network names only shards on
+			 * its own origin (--allow-cross-origin) */
+			if ((rc = sk_manifest_check_origin(c->manifest,
+			    l->shards[i].url, &err)) != 0) {
+				sk_manifest_free(&m);
+				return sk__fatal(&l->h, rc, "%s", err.msg);
+			}
 		}
 		sk_manifest_free(&m);
 		return redact_urls(l);

@@ -108,6 +108,8 @@ shards_expand(int argc, char **argv, struct shard_list *out)
 			if (url == NULL)
 				die("%s: cannot resolve %s", urls.v[i],
 				    m->shards[j].url);
+			if (sk_manifest_check_origin(urls.v[i], url, &err) != 0)
+				die("%s", err.msg);
 			push_shard(out, url, &m->shards[j], m->nclasses);
 		}
 	}

@@ -60,6 +60,37 @@ def test_https_batches_equal_shardload():
                                   **opts)
 
 
+def test_manifest_names_only_its_own_origin(tmp_path):
+    """An http manifest naming a shard on another origin (the https port)
+    is refused unless allow_cross_origin; the engine's setting is the
+    process's, so the test puts it back."""
+    http, https = env("SK_HTTP_URL"), env("SK_HTTPS_URL")
+    ca = env("SK_CA_FILE")
+    with open(os.path.join(env("SK_DATA"), "in.json")) as f:
+        m = json.load(f)
+    m["shardlist"] = m["shardlist"][:1]
+    m["shardlist"][0]["url"] = https + "/s/" + m["shardlist"][0]["url"]
+    name = "cross-%d.json" % os.getpid()
+    path = os.path.join(env("SK_DATA"), name)
+    with open(path, "w") as f:
+        json.dump(m, f)
+    try:
+        url = http + "/s/" + name
+        with pytest.raises(PermissionError, match="not on its own origin"):
+            for _ in shardkit.Loader(url, batch_size=2, ca_file=ca,
+                                     allow_cross_origin=False):
+                pass
+        n = 0
+        for b in shardkit.Loader(url, batch_size=2, ca_file=ca,
+                                 allow_cross_origin=True):
+            n += len(b.keys)
+        assert n > 0
+    finally:
+        shardkit.Loader(os.path.join(env("SK_DATA"), "in.json"),
+                        batch_size=2, allow_cross_origin=False)
+        os.unlink(path)
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_bucket_batches_equal_shardload(rank, workers):

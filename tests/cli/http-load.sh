@@ -102,6 +102,29 @@ has evil.err "may name only remote shards"
 st_rc 1 evil2 verify "$U/evil.json"
 has evil2.err "may name only remote shards"
 
+say "a server's manifest names only shards on its own origin"
+# the same host by https on its other port, and a bucket: refused unless
+# --allow-cross-origin, naming the manifest and the shard
+python3 - "$M" "$T/www/s/other.json" "$T/www/s/bucket.json" \
+    "$HTTPS_URL/s/in-000000.tar" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["shardlist"] = m["shardlist"][:1]
+m["shardlist"][0]["url"] = sys.argv[4]
+json.dump(m, open(sys.argv[2], "w"))
+m["shardlist"][0]["url"] = "s3://someone-elses-bucket/in-000000.tar"
+json.dump(m, open(sys.argv[3], "w"))
+EOF
+sl_rc 1 xo keys "$U/other.json" --batch 6
+has xo.err "$U/other.json: the manifest names $HTTPS_URL/s/in-000000.tar, which is not on its own origin"
+has xo.err "--allow-cross-origin"
+st_rc 1 xo2 verify "$U/other.json"
+has xo2.err "not on its own origin"
+sl_rc 1 xb keys "$U/bucket.json" --batch 6
+has xb.err "s3://someone-elses-bucket/in-000000.tar, which is not on its own origin"
+sl xok keys "$U/other.json" --batch 6 --allow-cross-origin --ca-file "$T/ca.pem"
+[ "$(wc -l <"$T/xok.out")" -ge 1 ] || fail "--allow-cross-origin read nothing"
+
 say "404 and 403 are reported with the URL and not retried"
 sl_rc 1 nf keys "$U/nope.json" --batch 6
 has nf.err "$U/nope.json"

@@ -410,6 +410,61 @@ expect_resolve(int line, const char *manifest, const char *url,
 	free(got);
 }
 
+/* A manifest from the network names only shards on its own origin. */
+TEST(manifest_origin)
+{
+	static const struct {
+		const char *manifest, *shard;
+		int ok;
+	} cases[] = {
+		{ "/data/a.json", "s3://b/x.tar", 1 },
+		{ "a.json", "http://h/x.tar", 1 },
+		{ "http://h:8080/s/a.json", "http://h:8080/t/x.tar", 1 },
+		{ "http://H:8080/s/a.json", "http://h:8080/x.tar", 1 },
+		{ "http://h/a.json", "http://h:80/x.tar", 1 },
+		{ "https://h/a.json?sig=1", "https://h/x.tar", 1 },
+		{ "http://h:8080/a.json", "http://h:8081/x.tar", 0 },
+		{ "http://h:8080/a.json", "https://h:8080/x.tar", 0 },
+		{ "http://h/a.json", "http://other/x.tar", 0 },
+		{ "http://h/a.json", "http://h.evil/x.tar", 0 },
+		{ "http://h/a.json", "s3://b/x.tar", 0 },
+		{ "http://h/a.json", "gs://h/x.tar", 0 },
+		{ "s3://b/m/a.json", "s3://b/other/x.tar", 1 },
+		{ "s3://b/a.json", "s3://c/x.tar", 0 },
+		{ "s3://b/a.json", "gs://b/x.tar", 0 },
+		{ "gs://b/a.json", "gs://b/x.tar", 1 },
+		{ "gs://b/a.json", "http://b/x.tar", 0 },
+		{ "http://h/a.json", "not a url", 0 },
+	};
+	struct sk_fetch_config c, saved;
+	struct sk_error err = { 0 };
+	const char *m;
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int rc = sk_manifest_check_origin(cases[i].manifest,
+		    cases[i].shard, &err);
+
+		if (cases[i].ok ? rc != 0 : rc != SK_EACCES)
+			t_fail(__FILE__, __LINE__, "%s naming %s: %d, want %s",
+			    cases[i].manifest, cases[i].shard, rc,
+			    cases[i].ok ? "0" : "SK_EACCES");
+	}
+	m = CHECK_ERR(sk_manifest_check_origin("http://u:pw@h/a.json",
+	    "http://x:pw2@h2/x.tar", &err), SK_EACCES, &err);
+	CHECK_CONTAINS(m, "http://u:***@h/a.json: the manifest names "
+	    "http://x:***@h2/x.tar, which is not on its own origin");
+	CHECK_CONTAINS(m, "--allow-cross-origin");
+	/* the user's explicit leave */
+	sk_fetch_get_config(&saved);
+	c = saved;
+	c.allow_cross_origin = 1;
+	CHECK_OK(sk_fetch_configure(&c, &err), &err);
+	CHECK_OK(sk_manifest_check_origin("http://h/a.json", "s3://b/x.tar",
+	    &err), &err);
+	CHECK_OK(sk_fetch_configure(&saved, &err), &err);
+}
+
 TEST(manifest_resolve_urls)
 {
 	expect_resolve(__LINE__, "/d/in.json", "in-0.tar", "/d/in-0.tar");

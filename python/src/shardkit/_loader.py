@@ -213,9 +213,11 @@ class Loader:
         What source holds ("auto", "shards", "files"), the decompression
         bomb limit, the largest sample read, and whether to decode at all.
     connections, parts, part_size, connect_timeout, stall_timeout,
-    retry_time, attempts, ca_file, no_sign_request
+    retry_time, attempts, ca_file, no_sign_request, allow_cross_origin
         The fetch engine's options for remote sources. There is one engine
-        per process: they apply to every loader in it.
+        per process: they apply to every loader in it. A manifest from the
+        network may name only shards on its own origin (scheme, host and
+        port, or its bucket) unless ``allow_cross_origin`` is true.
 
     Iterating gives one epoch of ``Batch(images, labels, keys)``; the next
     ``for`` loop the next epoch, until ``epochs`` are done. ``len(loader)``
@@ -237,7 +239,8 @@ class Loader:
                  max_sample_size=None, decode=True, connections=None,
                  parts=None, part_size=None, connect_timeout=None,
                  stall_timeout=None, retry_time=None, attempts=None,
-                 ca_file=None, no_sign_request=None):
+                 ca_file=None, no_sign_request=None,
+                 allow_cross_origin=None):
         if isinstance(source, (list, tuple)):
             if not source:
                 raise ValueError("source: an empty list")
@@ -344,6 +347,8 @@ class Loader:
             fetch["ca_file"] = os.fspath(ca_file)
         if no_sign_request is not None:
             fetch["no_sign"] = int(bool(no_sign_request))
+        if allow_cross_origin is not None:
+            fetch["allow_cross_origin"] = int(bool(allow_cross_origin))
         if fetch:
             _c.fetch_configure(fetch)
 

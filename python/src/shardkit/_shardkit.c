@@ -1210,7 +1210,8 @@ fetch_configure(PyObject *mod, PyObject *args)
 	if (get_int(d, "connections", &c.connections) ||
 	    get_int(d, "parts", &c.parts) || get_u64(d, "part_size", &ps) ||
 	    get_int(d, "attempts", &c.attempts) ||
-	    get_int(d, "no_sign", &c.no_sign))
+	    get_int(d, "no_sign", &c.no_sign) ||
+	    get_int(d, "allow_cross_origin", &c.allow_cross_origin))
 		return NULL;
 	c.part_size = ps;
 #define REAL(k) do { \
