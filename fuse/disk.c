@@ -234,10 +234,18 @@ own_dir(int at, const char *name, struct sk_error *err, const char *shown)
 		return sk_error_set(err, SK_EIO, "%s: cannot make it: %s", shown,
 		    strerror(errno));
 	if ((fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC)) < 0)
-		return sk_error_set(err, errno == ELOOP || errno == ENOTDIR ?
-		    SK_EINVAL : SK_EIO, "%s: %s", shown, errno == ELOOP ?
-		    "a symlink; the cache follows none" : strerror(errno));
+	    O_CLOEXEC)) < 0) {
+		int e = errno;
+
+		/* O_DIRECTORY meets a symlink with ENOTDIR, not ELOOP */
+		if (e == ELOOP || (e == ENOTDIR && fstatat(at, name, &st,
+		    AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)))
+			return sk_error_set(err, SK_EINVAL, "%s: a symlink; the "
+			    "cache follows none", shown);
+		return sk_error_set(err, e == ENOTDIR ? SK_EINVAL : SK_EIO,
+		    "%s: %s", shown, e == ENOTDIR ? "not a folder" :
+		    strerror(e));
+	}
 	if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
 		close(fd);
 		return sk_error_set(err, SK_EACCES, "%s: not owned by this user; "

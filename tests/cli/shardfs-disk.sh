@@ -205,6 +205,7 @@ ln -s "$T/outside" "$C/shardfs-cache-v1/cd"
 # A subfolder that is a symlink: refused (the mount fails), not followed.
 run_rc 1 symsub "$SHARDFS" "$HTTP_URL/k/" "$T/m" -f -o "cache_dir=$C"
 has symsub.err "$C/shardfs-cache-v1"
+has symsub.err "a symlink; the cache follows none"
 fs_mounted "$T/m" && fail "mounted over a cache whose folder is a symlink"
 rm "$C/shardfs-cache-v1/cd"
 mv "$T/cd.orig" "$C/shardfs-cache-v1/cd"
