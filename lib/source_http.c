@@ -169,10 +169,10 @@ int
 sk__http_listing(const char *text, size_t len, const char *display,
     struct sk__entries *out, struct sk_error *err)
 {
-	const char *type, *nm, *mt;
+	const char *type, *nm, *mt, *first = NULL;
 	json_error_t jerr;
 	json_t *root, *e, *name, *size;
-	size_t i, n;
+	size_t i, n, nosize = 0;
 	int dir, rc = 0;
 
 	root = json_loadb(text, len, 0, &jerr);
@@ -196,13 +196,14 @@ sk__http_listing(const char *text, size_t len, const char *display,
 		n = json_string_length(name);
 		if (!sk__entry_name_ok(nm, n) || nm[0] == '.')
 			continue;
-		/* nginx gives every file its size as a JSON integer. */
+		/* nginx gives every file its size as a JSON integer: a file
+		 * without one is left out, and counted below. */
 		size = json_object_get(e, "size");
 		if (!dir && (!json_is_integer(size) ||
 		    json_integer_value(size) < 0)) {
-			rc = sk_error_set(err, SK_EFORMAT, "%s: the listing "
-			    "gives a file no size in bytes", display);
-			break;
+			if (nosize++ == 0)
+				first = nm;
+			continue;
 		}
 		mt = json_string_value(json_object_get(e, "mtime"));
 		if (sk__entries_add(out, nm, n, dir, dir ? 0 :
@@ -212,6 +213,11 @@ sk__http_listing(const char *text, size_t len, const char *display,
 			break;
 		}
 	}
+	if (rc == 0 && nosize > 0)
+		sk_log(SK_LOG_WARN, "%s: %zu file%s with no size in bytes in "
+		    "the listing %s left out (the first: %.60s)", display,
+		    nosize, nosize == 1 ? "" : "s", nosize == 1 ? "is" : "are",
+		    first);
 	json_decref(root);
 	return rc;
 }
