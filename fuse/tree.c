@@ -321,14 +321,50 @@ out:
 }
 
 /* A folder's listing as items, sorted by name, folders first. */
+/*
+ * What the listings last said of a folder (its URL's hash): how many names
+ * they left out, as unshowable and as too long, so that a re-listing that
+ * leaves out the same says nothing again. A small table; a folder whose
+ * slot another took says it once more.
+ */
+#define SAID_SLOTS	256
+static struct {
+	uint64_t url;
+	size_t bad, long_names;
+} said[SAID_SLOTS];
+static pthread_mutex_t said_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* 1 when the counts for url differ from what was last said (and keeps
+ * them), else 0 */
+static int
+say_again(const char *url, size_t bad, size_t long_names)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	const char *p;
+	int again;
+
+	for (p = url; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	pthread_mutex_lock(&said_mu);
+	again = said[h % SAID_SLOTS].url != h ||
+	    said[h % SAID_SLOTS].bad != bad ||
+	    said[h % SAID_SLOTS].long_names != long_names;
+	said[h % SAID_SLOTS].url = h;
+	said[h % SAID_SLOTS].bad = bad;
+	said[h % SAID_SLOTS].long_names = long_names;
+	pthread_mutex_unlock(&said_mu);
+	return again;
+}
+
 static int
 list_folder(const char *url, int manifest, struct item **out, size_t *nout,
     struct sk_error *err)
 {
 	struct sk__entries e = { 0 };
 	struct item *v;
-	size_t i, n = 0, unshown = 0;
+	size_t i, n = 0, unshown = 0, too_long = 0;
 	int http = strncmp(url, "http", 4) == 0, rc;
+	const char *first_long = NULL;
 	char *name, *shown;
 
 	*out = NULL;
@@ -353,8 +389,8 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 			continue;
 		}
 		if (strlen(e.v[i].name) > NAME_MAX) {
-			sk_log(SK_LOG_WARN, "%s: %.40s...: a name longer than %d "
-			    "bytes is not shown", shown, e.v[i].name, NAME_MAX);
+			if (too_long++ == 0)
+				first_long = e.v[i].name;
 			continue;
 		}
 		if (e.v[i].size > (uint64_t)INT64_MAX) {
@@ -397,10 +433,20 @@ list_folder(const char *url, int manifest, struct item **out, size_t *nout,
 			    "learned");
 		n++;
 	}
-	if (unshown > 0)
-		sk_log(SK_LOG_WARN, "%s: %zu name%s with control characters "
-		    "or bytes of no valid UTF-8 %s not shown", shown, unshown,
-		    unshown == 1 ? "" : "s", unshown == 1 ? "is" : "are");
+	/* once for a folder, and again only when the counts change */
+	if ((unshown > 0 || too_long > 0) && say_again(url, unshown,
+	    too_long)) {
+		if (unshown > 0)
+			sk_log(SK_LOG_WARN, "%s: %zu name%s with control "
+			    "characters or bytes of no valid UTF-8 %s not shown",
+			    shown, unshown, unshown == 1 ? "" : "s",
+			    unshown == 1 ? "is" : "are");
+		if (too_long > 0)
+			sk_log(SK_LOG_WARN, "%s: %zu name%s longer than %d bytes "
+			    "%s not shown (the first: %.40s...)", shown,
+			    too_long, too_long == 1 ? "" : "s", NAME_MAX,
+			    too_long == 1 ? "is" : "are", first_long);
+	}
 	sk__entries_free(&e);
 	free(shown);
 	*out = v;
