@@ -1181,7 +1181,7 @@ cmd_mount(int argc, char **argv)
 	struct fuse_loop_config *lc;
 	char opts[2048], *shown, *cache_dir = NULL, *mnt, *ca;
 	const struct cli_option *r;
-	size_t k = 0, i;
+	size_t k = 0, i, pw_off, pw_len;
 	int first, rc;
 
 	for (r = cli_remote_opts; r->name != NULL && k + 1 <
@@ -1198,7 +1198,12 @@ cmd_mount(int argc, char **argv)
 	fs_opts.threads = 64;
 	cli_remote_init(&su.remote);
 	first = cli_parse(&shardfs_cmd, argc, argv, setter, &su);
-	fs_opts.source = argv[first];
+	/* A password in SOURCE would stay in /proc/PID/cmdline, which other
+	 * users read (ps): keep a copy, and overwrite it in argv. */
+	if ((fs_opts.source = strdup(argv[first])) == NULL)
+		die("out of memory");
+	if (sk__url_password(argv[first], &pw_off, &pw_len))
+		memset(argv[first] + pw_off, '*', pw_len);
 	/* Absolute: libfuse unmounts by this path, after the background
 	 * left the folder it was relative to. */
 	if ((mnt = realpath(argv[first + 1], NULL)) == NULL)

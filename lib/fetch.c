@@ -297,37 +297,45 @@ secret_param(const char *name, size_t n)
 	return 0;
 }
 
+int
+sk__url_password(const char *url, size_t *off, size_t *len)
+{
+	const char *p, *q, *at, *hostend;
+
+	p = strstr(url, "://");
+	p = p != NULL ? p + 3 : url;
+	/* The host starts after the last '@' before the path, as
+	 * sk_url_parse and libcurl split it, so a password holding '@' is
+	 * found whole; the user ends at the userinfo's first ':'. */
+	hostend = p + strcspn(p, "/?#");
+	for (at = hostend; at > p && at[-1] != '@'; at--)
+		;
+	if (at == p || (q = memchr(p, ':', (size_t)(at - 1 - p))) == NULL)
+		return 0;
+	*off = (size_t)(q + 1 - url);
+	*len = (size_t)(at - 1 - (q + 1));
+	return 1;
+}
+
 char *
 sk_url_redact(const char *url)
 {
-	const char *p, *q, *at, *hostend, *eq, *amp;
-	size_t n = strlen(url);
+	const char *p, *q, *eq, *amp;
+	size_t n = strlen(url), off, plen;
 	char *out, *o;
 
 	/* Each secret shrinks to "***" or grows by at most 3 bytes. */
 	if ((out = malloc(n + 4 * (n / 2 + 1) + 1)) == NULL)
 		return NULL;
 	o = out;
-	p = strstr(url, "://");
-	p = p != NULL ? p + 3 : url;
-	memcpy(o, url, (size_t)(p - url));
-	o += p - url;
-	/* userinfo: keep the user, hide the password. The host starts after
-	 * the last '@' before the path, as sk_url_parse and libcurl split it,
-	 * so a password holding '@' is hidden whole. */
-	hostend = p + strcspn(p, "/?#");
-	for (at = hostend; at > p && at[-1] != '@'; at--)
-		;
-	at = at > p ? at - 1 : NULL;
-	if (at != NULL) {
-		q = memchr(p, ':', (size_t)(at - p));
-		if (q != NULL) {
-			memcpy(o, p, (size_t)(q - p));
-			o += q - p;
-			memcpy(o, ":***", 4);
-			o += 4;
-			p = at;
-		}
+	p = url;
+	/* userinfo: keep the user, hide the password */
+	if (sk__url_password(url, &off, &plen)) {
+		memcpy(o, url, off);
+		o += off;
+		memcpy(o, "***", 3);
+		o += 3;
+		p = url + off + plen;
 	}
 	q = strchr(p, '?');
 	if (q == NULL) {

@@ -245,6 +245,10 @@ long sk__utf8_next(const unsigned char *s, size_t len, size_t *used);
  * backslash as \\. Its length; the bytes it took from s in *used. */
 size_t sk__escape_piece(const unsigned char *s, size_t len, size_t *used,
     char piece[16], int backslash);
+/* Where url's password is (the userinfo after its first ':', up to the
+ * last '@' before the path, as sk_url_parse splits it): 1 with its
+ * offset and length (which may be 0), or 0 when there is none. */
+int sk__url_password(const char *url, size_t *off, size_t *len);
 /* s shown whole on f, as sk_escape() shows it (backslashes as they are) */
 void sk__fputs_escaped(const char *s, FILE *f);
 

@@ -8,7 +8,8 @@
 # and S3. A source that cannot be listed fails with exit 1 and a message,
 # mounting nothing; bad options are usage errors (2). In the background
 # shardfs returns 0 once mounted and its process ends with fusermount3
-# -u; in the foreground SIGTERM unmounts it cleanly.
+# -u; in the foreground SIGTERM unmounts it cleanly. A password in SOURCE
+# is not left in its command line.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/http-lib.sh"
@@ -203,8 +204,15 @@ kill -0 "$bgpid" 2>/dev/null && fail "the background shardfs outlived its mount"
 fs_mounted "$T/mb" && fail "still mounted"
 
 say "in the foreground, SIGTERM unmounts cleanly: exit 0"
-fs_mount term "$HTTP_URL/s/" "$T/mt"
+# a password in SOURCE: gone from the command line others can read
+pw_url="http://reader:pw-not-in-ps@${HTTP_URL#http://}/s/"
+fs_mount term "$pw_url" "$T/mt"
 cmp "$D/small.bin" "$T/mt/small.bin" || fail "small.bin differs"
+tr '\0' ' ' <"/proc/$FS_PID/cmdline" >"$T/term.cmdline"
+hasnt term.cmdline "pw-not-in-ps"
+has term.cmdline "reader:************@"
+awk -v m="$T/mt" '$2 == m' /proc/mounts >"$T/term.mounts"
+hasnt term.mounts "pw-not-in-ps"
 kill -TERM "$FS_PID"
 rc=0
 wait "$FS_PID" || rc=$?
