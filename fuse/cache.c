@@ -51,6 +51,11 @@ struct chunk {
 	struct slot slots[];
 };
 
+/* How long a read of bytes whose read just failed fails at once: long
+ * enough for the kernel's retry of a failed read-ahead, short enough that
+ * a server back a moment later is read. */
+#define FAIL_FAST_NS	((uint64_t)1000000000)
+
 struct fs_obj {
 	struct fs_obj *hnext;	/* in its hash bucket, or the dead list */
 	char *url;
@@ -66,6 +71,11 @@ struct fs_obj {
 	int refs;
 	int hashed;
 	int stale;		/* a read found it changed */
+	/* The range a read last failed on and until when a read of it fails
+	 * at once: the kernel retries a failed read-ahead's pages with a read
+	 * of its own, which would wait io_timeout a second time. */
+	uint64_t fail_off, fail_end, fail_until;
+	int fail_rc;
 };
 
 struct fs_reader {
@@ -612,6 +622,15 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 		block_put(buf);
 		if (c != NULL && c->users == 0)
 			lru_unlink(c);
+	} else if (c != NULL && c->r != NULL && sk__range_state(c->r) < 0) {
+		/* Its range failed for a read that gave up before it did:
+		 * this read asks anew, as after any failure. */
+		unindex(c);
+		if (c->users == 0) {
+			lru_unlink(c);
+			chunk_free(c);
+		}
+		c = NULL;
 	} else if (c != NULL) {
 		if (c->users == 0)
 			lru_unlink(c);
@@ -775,6 +794,12 @@ fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
 		FS_ADD(estale, 1);
 		return -ESTALE;
 	}
+	if (t0 < o->fail_until && off < o->fail_end && end > o->fail_off) {
+		rc = o->fail_rc;
+		pthread_mutex_unlock(&cache.mu);
+		FS_ADD(eio, 1);
+		return rc;
+	}
 	follow(r, off, end);
 	drop_behind(r, off);
 	for (pos = off; pos < end && rc == 0; ) {
@@ -838,6 +863,13 @@ fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
 			 * read; one that only needs more time goes on. */
 			if (sk__range_state(c->r) < 0 || rc == -ESTALE)
 				unindex(c);
+			/* for FAIL_FAST_NS the same bytes fail at once */
+			if (rc == -EIO) {
+				o->fail_off = off;
+				o->fail_end = end;
+				o->fail_until = now_ns() + FAIL_FAST_NS;
+				o->fail_rc = rc;
+			}
 		}
 		if (whole && pos == end)
 			*hold = c;
