@@ -364,8 +364,8 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_tree_lock();
 	url = strdup(n->url);
 	size = n->size;
-	snprintf(version, sizeof version, "%s", n->version);
-	snprintf(dv, sizeof dv, "%s", n->disk_version);
+	snprintf(version, sizeof version, "%s", NODE_STR(n->version));
+	snprintf(dv, sizeof dv, "%s", NODE_STR(n->disk_version));
 	fs_tree_unlock();
 	if (url == NULL) {
 		free(h);
@@ -1317,6 +1317,12 @@ main(int argc, char **argv)
 	 * unmaps them (the fetch engine's pool keeps those it reuses); 1 MiB
 	 * blocks and FUSE reads stay in the heap. */
 	mallopt(M_MMAP_THRESHOLD, 3 << 19);
+	/* One arena: each FUSE thread that lists a large folder otherwise
+	 * leaves the listing's parse behind in an arena of its own, and a
+	 * mount of 100,000 names re-listed every second grew from 218 to
+	 * 400 MiB (man page, Memory); with one it stays where the first
+	 * listing left it, and small-file reads ran no slower here. */
+	mallopt(M_ARENA_MAX, 1);
 #endif
 	return cmd_mount(argc, argv);
 }

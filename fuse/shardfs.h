@@ -131,22 +131,30 @@ void fs_disk_usage(uint64_t *bytes, uint64_t *files);
 /* ------------------------------------------------------------------------ */
 /* the tree (tree.c)                                                        */
 
+/* A node's version strings and shown URL as text: "" for NULL */
+#define NODE_STR(s)	((s) != NULL ? (s) : "")
+#define NODE_SHOWN(n)	((n)->shown != NULL ? (n)->shown : (n)->url)
+
 struct fs_node {
 	struct fs_node *parent;
 	struct fs_node *all_prev, *all_next;	/* every node (tree.c) */
 	char *name;
 	char *url;		/* an object's URL, a folder's ending in '/' */
-	char *shown;		/* url for messages, without its secrets */
+	char *shown;		/* url for messages, without its secrets
+				 * (NODE_SHOWN: NULL when url holds none) */
 	int dir;
 	int special;		/* the .shardfs folder or its stats file */
 	uint64_t size;
 	int64_t mtime;
-	char listed[128];	/* the version its listing gave */
-	char version[128];	/* what pins its reads: that (a generation,
+	/* Set once (a node is one version), each NULL for "": kept apart
+	 * from the node so that a name costs what its strings do (about 300
+	 * bytes, shardfs(1)), not three arrays of the longest. */
+	char *listed;		/* the version its listing gave */
+	char *version;		/* what pins its reads: that (a generation,
 				 * an ETag, nginx's "mtime:T"), or "" for
 				 * the first response's */
-	char disk_version[160];	/* keys blocks in the disk cache; "" none */
-	int kept_version;	/* set once: a node is one version */
+	char *disk_version;	/* keys blocks in the disk cache; "" none */
+	int kept_version;	/* set once */
 	uint64_t nlookup;	/* the kernel's references (and readdir's
 				 * while it hands names out) */
 	uint64_t pins;		/* kids and listings that need it */

@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 
 #include "internal.h"
 #include "shardfs.h"
@@ -37,6 +40,9 @@ static struct {
 } tree = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* What one listing gives for a name. */
+/* Listings of this many names and more give their memory back after */
+#define TRIM_NAMES	4096
+
 struct item {
 	char *name;
 	char *url;
@@ -92,6 +98,11 @@ node_new(struct fs_node *parent, const char *name, const char *url, int dir)
 		free(n);
 		return NULL;
 	}
+	/* most URLs hold no secret: then shown is url (NODE_SHOWN) */
+	if (n->shown != NULL && strcmp(n->shown, n->url) == 0) {
+		free(n->shown);
+		n->shown = NULL;
+	}
 	n->dir = dir;
 	n->parent = parent;
 	/* Every node, so the last ones go at unmount even when no folder
@@ -103,6 +114,14 @@ node_new(struct fs_node *parent, const char *name, const char *url, int dir)
 	if (parent != NULL)
 		parent->pins++;
 	return n;
+}
+
+/* A copy of s, NULL for "" (and when out of memory: the node then
+ * shows no version, and its reads pin the first response's). */
+static char *
+str_or_null(const char *s)
+{
+	return s[0] != '\0' ? strdup(s) : NULL;
 }
 
 static void
@@ -133,6 +152,9 @@ node_free(struct fs_node *n)
 	free(n->name);
 	free(n->url);
 	free(n->shown);
+	free(n->listed);
+	free(n->version);
+	free(n->disk_version);
 	free(n);
 }
 
@@ -491,12 +513,12 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 	for (i = 0; i < n; i++) {
 		if (nk > 0 && strcmp(kids[nk - 1]->name, v[i].name) == 0) {
 			sk_log(SK_LOG_INFO, "%s: the object %s is hidden by the "
-			    "folder of that name", dir->shown, v[i].name);
+			    "folder of that name", NODE_SHOWN(dir), v[i].name);
 			continue;
 		}
 		if (dir == tree.root && strcmp(v[i].name, ".shardfs") == 0) {
 			sk_log(SK_LOG_WARN, "%s.shardfs is hidden by the mount's "
-			    "own .shardfs folder", dir->shown);
+			    "own .shardfs folder", NODE_SHOWN(dir));
 			continue;
 		}
 		/*
@@ -507,12 +529,12 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 		k = kid(dir, v[i].name);
 		if (k != NULL && (k->dir != v[i].dir || k->special ||
 		    k->stale || (!k->dir && (k->size != v[i].size ||
-		    strcmp(k->listed, v[i].version) != 0))))
+		    strcmp(NODE_STR(k->listed), v[i].version) != 0))))
 			k = NULL;
 		trust = 1;
 		if (k == NULL && (old = kid(dir, v[i].name)) != NULL &&
 		    old->stale && !old->dir && !v[i].dir &&
-		    strcmp(old->listed, v[i].version) == 0 &&
+		    strcmp(NODE_STR(old->listed), v[i].version) == 0 &&
 		    strncmp(v[i].version, "mtime:", 6) == 0)
 			/* The listing's time no longer names what the server
 			 * serves (a read found the object changed, yet the
@@ -523,7 +545,7 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 			if ((k = node_new(dir, v[i].name, v[i].url,
 			    v[i].dir)) == NULL) {
 				sk_log(SK_LOG_WARN, "%s%s: out of memory; not "
-				    "shown", dir->shown, v[i].name);
+				    "shown", NODE_SHOWN(dir), v[i].name);
 				continue;
 			}
 		}
@@ -531,12 +553,10 @@ merge(struct fs_node *dir, struct item *v, size_t n)
 		k->size = v[i].dir ? 0 : v[i].size;
 		k->mtime = v[i].mtime;
 		if (!k->kept_version) {
-			snprintf(k->listed, sizeof k->listed, "%s",
-			    v[i].version);
-			snprintf(k->version, sizeof k->version, "%s", trust ?
-			    v[i].version : "");
-			snprintf(k->disk_version, sizeof k->disk_version, "%s",
-			    trust ? v[i].disk_version : "learned");
+			k->listed = str_or_null(v[i].version);
+			k->version = str_or_null(trust ? v[i].version : "");
+			k->disk_version = str_or_null(trust ?
+			    v[i].disk_version : "learned");
 			k->kept_version = 1;
 		}
 		kids[nk++] = k;
@@ -632,6 +652,13 @@ listed(struct fs_node *dir)
 			dir->listed_at = now_s();
 		dir->list_rc = rc;
 		items_free(v, n);
+#ifdef HAVE_MALLOC_TRIM
+		/* A large listing's parse (the JSON or XML tree, the entries
+		 * and items) is gone again: its pages go back to the system
+		 * rather than stay in the arenas (shardfs(1), Memory). */
+		if (n >= TRIM_NAMES)
+			malloc_trim(0);
+#endif
 	} else {
 		sk_log(SK_LOG_WARN, "%s", err.msg);	/* names no secret */
 		dir->list_rc = rc == SK_ENOENT ? -ENOENT : rc == SK_EACCES ?
