@@ -739,10 +739,10 @@ TEST(listing_http_server)
 	CHECK_EQ_STR(joined(&l), want);
 	sk_strlist_free(&l);
 
-	/* A file with no size: nothing listed, the folder named. */
+	/* A file with no size: left out (a warning counts it), the rest of
+	 * the folder listed, here nothing. */
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/bad/", port);
-	msg = CHECK_ERR(sk_source_list(url, &l, &err), SK_EFORMAT, &err);
-	CHECK_CONTAINS(msg, url);
+	CHECK_OK(sk_source_list(url, &l, &err), &err);
 	CHECK_EQ_INT((int)l.n, 0);
 
 	/* A folder ends in '/'; the message keeps the password out. */
