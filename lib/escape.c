@@ -13,8 +13,13 @@
 
 #include "internal.h"
 
-long
-sk__utf8_next(const unsigned char *s, size_t len, size_t *used)
+/*
+ * The next character of s[0..len) as UTF-8: its code point and length in
+ * *used, or -1 (length 1) for a byte that starts no valid sequence
+ * (overlong forms, surrogates and past U+10FFFF included, RFC 3629).
+ */
+static long
+utf8_next(const unsigned char *s, size_t len, size_t *used)
 {
 	long cp;
 	size_t n, i;
@@ -54,11 +59,17 @@ is_invisible(long cp)
 	    (cp >= 0x2066 && cp <= 0x2069);
 }
 
-size_t
-sk__escape_piece(const unsigned char *s, size_t len, size_t *used,
+/*
+ * One character of s[0..len) as a terminal may show it, into piece
+ * (NUL-terminated): itself, or \n \r \t \xHH (C0, DEL, a byte of no
+ * valid sequence) \uHHHH (C1, bidi controls), and with backslash set a
+ * backslash as \\. Its length; the bytes it took from s in *used.
+ */
+static size_t
+escape_piece(const unsigned char *s, size_t len, size_t *used,
     char piece[16], int backslash)
 {
-	long cp = sk__utf8_next(s, len, used);
+	long cp = utf8_next(s, len, used);
 
 	if (cp < 0)
 		return (size_t)snprintf(piece, 16, "\\x%02x", s[0]);
@@ -92,7 +103,7 @@ sk_escape(char *dst, size_t n, const char *s, size_t len, int flags)
 	size_t i, used, k, total = 0, at = 0, room;
 
 	for (i = 0; i < len; i += used) {
-		k = sk__escape_piece(p + i, len - i, &used, piece, bs);
+		k = escape_piece(p + i, len - i, &used, piece, bs);
 		if (k != used || memcmp(piece, p + i, used) != 0)
 			same = 0;
 		total += k;
@@ -101,7 +112,7 @@ sk_escape(char *dst, size_t n, const char *s, size_t len, int flags)
 		return same;
 	room = total < n ? n - 1 : n > 4 ? n - 4 : 0;
 	for (i = 0; i < len; i += used) {
-		k = sk__escape_piece(p + i, len - i, &used, piece, bs);
+		k = escape_piece(p + i, len - i, &used, piece, bs);
 		if (at + k > room)
 			break;
 		memcpy(dst + at, piece, k);
@@ -123,7 +134,7 @@ sk__fputs_escaped(const char *s, FILE *f)
 	char piece[16];
 
 	for (i = 0; i < len; i += used) {
-		sk__escape_piece(p + i, len - i, &used, piece, 0);
+		escape_piece(p + i, len - i, &used, piece, 0);
 		fputs(piece, f);
 	}
 }

@@ -148,15 +148,6 @@ static struct {
 
 #define ADD(field, v) __atomic_fetch_add(&ctr.field, (v), __ATOMIC_RELAXED)
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------ */
 /* options and counters                                                     */
 
@@ -404,7 +395,7 @@ engine_start(void)
 	pthread_mutex_unlock(&eng.mu);
 	curl_multi_setopt(eng.multi, CURLMOPT_PIPELINING,
 	    (long)CURLPIPE_MULTIPLEX);
-	eng.rng = now_ns() | 1;
+	eng.rng = sk__now_ns() | 1;
 	eng_pid = getpid();
 	pthread_mutex_lock(&eng.mu);
 	eng.started = 1;
@@ -576,7 +567,7 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 	size_t len = size * n, k, v, i;
 	char val[256], *end, *colon;
 
-	p->last_byte = now_ns();
+	p->last_byte = sk__now_ns();
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		p->etag[0] = p->lastmod[0] = p->crange[0] = '\0';
 		p->version[0] = '\0';
@@ -828,7 +819,7 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 
 	if (__atomic_load_n(&p->cancel, __ATOMIC_RELAXED))
 		return 0;
-	p->last_byte = now_ns();
+	p->last_byte = sk__now_ns();
 	if (!p->checked) {
 		curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &p->status);
 		p->checked = 1;
@@ -1072,7 +1063,7 @@ start_attempt(struct part *p)
 	}
 	if (p->hdrs != NULL)
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->hdrs);
-	p->t_attempt = now_ns();
+	p->t_attempt = sk__now_ns();
 	if (p->attempts == 0)
 		p->t_first = p->t_attempt;
 	p->attempts++;
@@ -1335,14 +1326,14 @@ finish(struct part *p, CURLcode cc)
 	 * none is, after retry_time or the attempts. */
 	if (p->have > p->attempt_have) {
 		p->attempts = 1;
-		p->t_first = now_ns();
+		p->t_first = sk__now_ns();
 	}
 	/* Exponential backoff with full jitter; Retry-After if longer. */
 	pthread_mutex_lock(&eng.mu);
 	left = eng.cfg.retry_time;
 	tries_left = eng.cfg.attempts - p->attempts;
 	pthread_mutex_unlock(&eng.mu);
-	elapsed = (double)(now_ns() - p->t_first) / 1e9;
+	elapsed = (double)(sk__now_ns() - p->t_first) / 1e9;
 	left -= elapsed;
 	delay = BACKOFF_BASE * (double)(1u << (p->attempts < 20 ?
 	    p->attempts - 1 : 19));
@@ -1367,7 +1358,7 @@ finish(struct part *p, CURLcode cc)
 	unlink_running(p);
 	curl_multi_remove_handle(eng.multi, p->easy);
 	set_state(p, P_WAITING);
-	p->due = now_ns() + (uint64_t)(delay * 1e9);
+	p->due = sk__now_ns() + (uint64_t)(delay * 1e9);
 	p->next = eng.waiting;
 	eng.waiting = p;
 }
@@ -1488,7 +1479,7 @@ engine_main(void *arg)
 		}
 		if (stop)
 			break;
-		now = now_ns();
+		now = sk__now_ns();
 		soonest = UINT64_MAX;
 		for (pp = &eng.waiting; (p = *pp) != NULL; ) {
 			if (p->due <= now) {
@@ -1512,11 +1503,11 @@ engine_main(void *arg)
 			if (p != NULL)
 				finish(p, msg->data.result);
 		}
-		check_stalls(now_ns());
+		check_stalls(sk__now_ns());
 		/* Wake at least 4 times a second to look for stalls. */
 		timeout = 250;
 		if (soonest != UINT64_MAX) {
-			now = now_ns();
+			now = sk__now_ns();
 			timeout = soonest <= now ? 0 :
 			    (long)((soonest - now) / 1000000 + 1);
 			if (timeout > 250)
@@ -1647,7 +1638,7 @@ cancelled(const struct sk__stream *s)
 static int
 wait_net(struct sk__stream *s)
 {
-	uint64_t t0 = now_ns(), t;
+	uint64_t t0 = sk__now_ns(), t;
 	struct timespec ts;
 
 	if (s->cancel == NULL)
@@ -1658,7 +1649,7 @@ wait_net(struct sk__stream *s)
 		ts.tv_nsec = (long)(t % 1000000000u);
 		(void)pthread_cond_timedwait(&s->cond, &s->mu, &ts);
 	}
-	ADD(wait_ns, now_ns() - t0);
+	ADD(wait_ns, sk__now_ns() - t0);
 	return cancelled(s);
 }
 
@@ -1939,7 +1930,7 @@ sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
 	struct part *p = (struct part *)r;
 	struct sk__stream *s = p->s;
 	struct timespec ts;
-	uint64_t t0 = now_ns(), have;
+	uint64_t t0 = sk__now_ns(), have;
 	int rc = 0;
 
 	ts.tv_sec = (time_t)(deadline / 1000000000u);
@@ -1956,7 +1947,7 @@ sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
 		    p->state != P_FAILED) {
 			rc = sk_error_set(err, SK_ENETWORK, "%s: bytes from %"
 			    PRIu64 ": no answer in %.1f s", s->display,
-			    p->off + at, (double)(now_ns() - t0) / 1e9);
+			    p->off + at, (double)(sk__now_ns() - t0) / 1e9);
 		}
 		/* The next waiter (or this one again) sets its own mark. */
 		if (--p->waiters == 0 || p->have > p->wake_at)
@@ -1969,7 +1960,7 @@ sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
 		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
 		    p->err);
 	pthread_mutex_unlock(&s->mu);
-	ADD(wait_ns, now_ns() - t0);
+	ADD(wait_ns, sk__now_ns() - t0);
 	if (rc != 0)
 		return rc;
 	/* Bytes below have are written once and never move. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "shardkit.h"
 
@@ -232,19 +233,20 @@ void sk__entries_sort(struct sk__entries *e, size_t first);
 int64_t sk__time_rfc3339(const char *s);
 int64_t sk__time_http(const char *s);
 
+/* CLOCK_MONOTONIC in nanoseconds (the fetch engine, the listings, the
+ * loader's stage timers) */
+static inline uint64_t
+sk__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* ------------------------------------------------------------------------ */
 /* text from outside, shown (escape.c)                                      */
 
-/* The next character of s[0..len) as UTF-8: its code point and length in
- * *used, or -1 (length 1) for a byte that starts no valid sequence
- * (overlong forms, surrogates and past U+10FFFF included, RFC 3629). */
-long sk__utf8_next(const unsigned char *s, size_t len, size_t *used);
-/* One character of s[0..len) as a terminal may show it, into piece
- * (NUL-terminated): itself, or \n \r \t \xHH (C0, DEL, a byte of no
- * valid sequence) \uHHHH (C1, bidi controls), and with backslash set a
- * backslash as \\. Its length; the bytes it took from s in *used. */
-size_t sk__escape_piece(const unsigned char *s, size_t len, size_t *used,
-    char piece[16], int backslash);
 /* Where url's password is (the userinfo after its first ':', up to the
  * last '@' before the path, as sk_url_parse splits it): 1 with its
  * offset and length (which may be 0), or 0 when there is none. */

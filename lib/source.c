@@ -11,7 +11,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -633,20 +632,11 @@ sk__list_check(const char *url, int page, size_t n, size_t before,
 	return 0;
 }
 
-static double
-mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void
 sk__list_guard_init(struct sk__list_guard *g)
 {
 	memset(g, 0, sizeof *g);
-	g->t0 = mono_now();
+	g->t0 = (double)sk__now_ns() / 1e9;
 }
 
 void
@@ -718,7 +708,7 @@ sk__list_guard_page(struct sk__list_guard *g, const char *url,
 		return sk_error_set(err, SK_EFORMAT, "%s: %d pages in a row of "
 		    "the listing held no name: the server would list without "
 		    "end", url, g->empty);
-	if (mono_now() - g->t0 > SK_LIST_SECONDS_MAX)
+	if ((double)sk__now_ns() / 1e9 - g->t0 > SK_LIST_SECONDS_MAX)
 		return sk_error_set(err, SK_ETOOBIG, "%s: the listing has "
 		    "taken more than %d seconds (%zu pages)", url,
 		    SK_LIST_SECONDS_MAX, g->n + 1);

@@ -31,18 +31,6 @@
 #include "internal.h"
 #include "loader.h"
 
-/* ------------------------------------------------------------------------ */
-/* time                                                                     */
-
-static inline uint64_t
-sk__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline void
 sk__add_ns(uint64_t *acc, uint64_t t0)
 {
