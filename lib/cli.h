@@ -33,6 +33,9 @@ extern int cli_verbose;
  * command, then "shardtool pack". */
 void cli_init(const char *tool);
 const char *cli_prog(void);
+/* Keep the few-MB blocks the tools pass between threads in the heap (see
+ * cli.c); call first thing in main. */
+void cli_heap_tune(void);
 
 /*
  * A hook run before die() and usage_error() exit (shardtrain closes MPI

@@ -629,6 +629,7 @@ main(int argc, char **argv)
 	const struct cli_command *cmd;
 	int first;
 
+	cli_heap_tune();
 	cmd = cli_dispatch("shardload", about, table, NULL, argc, argv,
 	    &first);
 	return cmd->exec(argc - first, argv + first);

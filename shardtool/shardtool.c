@@ -5,9 +5,6 @@
 #include "config.h"
 
 #include <locale.h>
-#ifdef HAVE_MALLOC_H
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,14 +35,9 @@ main(int argc, char **argv)
 	 * user's LC_CTYPE, and holds names the C locale cannot. */
 	if (setlocale(LC_CTYPE, "C.UTF-8") == NULL)
 		setlocale(LC_CTYPE, "");
-#ifdef HAVE_MALLOPT
 	/* Each image encode or decode allocates and frees a few hundred KB
-	 * (libjpeg, libpng, whole files). Keep that in the heap: glibc would
-	 * otherwise mmap and munmap it per image, which took a third of
-	 * pack's time in the kernel. */
-	mallopt(M_MMAP_THRESHOLD, 8 << 20);
-	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-#endif
+	 * (libjpeg, libpng, whole files): kept in the heap. */
+	cli_heap_tune();
 	cmd = cli_dispatch("shardtool", about, cmd_table, NULL, argc, argv,
 	    &first);
 	return cmd->exec(argc - first, argv + first);

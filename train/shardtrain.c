@@ -637,6 +637,7 @@ main(int argc, char **argv)
 	char err[256];
 	int first, rank, world, local;
 
+	cli_heap_tune();
 	/* Under mpirun, rank 0 alone speaks about the command line, from the
 	 * first word on (the launcher's environment says which rank this
 	 * is); training sets it again from MPI. */
