@@ -641,6 +641,12 @@ struct sk_loader_config {
 	int resume_batch;	/* start at this batch of the first epoch (0) */
 	int decode;		/* 0: I/O and tar only, no pixels (1) */
 	int device;		/* CUDA: copy batches to this GPU (-1: no) */
+	/* Remote shards: how many each I/O stream opens ahead of the one it
+	 * reads (their first parts go out at once). 0: as many as raise the
+	 * measured rate, within max_inflight (shardkit(3), Remote I/O). */
+	int ahead;
+	uint64_t max_inflight;	/* bytes of parts in flight or buffered
+				 * that ahead = 0 may grow to (256 MiB) */
 };
 
 /* Per sample: where its pixels came from, in source-image pixels. */
@@ -702,6 +708,9 @@ struct sk_loader_stats {
 	int workers, io_streams;
 	int ring;		/* batch slots */
 	uint64_t memory_bound;	/* peak bytes by the formula in shardkit(3) */
+	/* Shards opened ahead by each I/O stream: now, the most so far, and
+	 * the most max_inflight allows (local shards: 1, 1, 1). */
+	int ahead, ahead_peak, ahead_cap;
 };
 
 /* The limits sk_loader_open() holds the options to, which the tools'
@@ -711,6 +720,7 @@ struct sk_loader_stats {
 #define SK_LOADER_MAX_SHUFFLE	(1 << 24)
 #define SK_LOADER_MAX_WORKERS	1024
 #define SK_LOADER_MAX_IO_STREAMS 256
+#define SK_LOADER_MAX_AHEAD	16
 #define SK_LOADER_MIN_RING	3
 #define SK_LOADER_MAX_RING	4096
 #define SK_LOADER_MAX_IMAGE_SIZE 8192

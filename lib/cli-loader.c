@@ -55,6 +55,13 @@ const struct cli_option cli_loader_pipeline[] = {
 	    "shards read at once (2)", 1, SK_LOADER_MAX_IO_STREAMS),
 	OPT("prefetch", CLI_L_PREFETCH, CLI_SIZE, "SIZE",
 	    "bytes read ahead of the shuffle buffer (64M)", 1, 1ULL << 40),
+	OPT("ahead", CLI_L_AHEAD, CLI_INT, "N",
+	    "remote shards each I/O stream opens ahead (0: as\n"
+	    "many as raise the rate; 1 when --io-streams, --parts\n"
+	    "or --part-size is given)", 0, SK_LOADER_MAX_AHEAD),
+	OPT("max-inflight", CLI_L_MAX_INFLIGHT, CLI_SIZE, "SIZE",
+	    "bytes of remote parts --ahead 0 may keep in flight\n"
+	    "(256M)", 1 << 20, 1ULL << 40),
 	OPT("ring", CLI_L_RING, CLI_INT, "N",
 	    "batch slots (at least 3; 2 + 2 x workers / batch)",
 	    SK_LOADER_MIN_RING, SK_LOADER_MAX_RING),
@@ -130,8 +137,11 @@ cli_loader_set(struct cli_loader *l, const struct cli_option *o,
 	struct sk_loader_config *c = &l->cfg;
 	int i;
 
-	if (cli_remote_set(&l->remote, o, v))
+	if (cli_remote_set(&l->remote, o, v)) {
+		if (o->id == CLI_R_PARTS || o->id == CLI_R_PART_SIZE)
+			l->io_fixed = 1;
 		return 1;
+	}
 	switch (o->id) {
 	case CLI_L_BATCH: c->batch = (int)v->i; break;
 	case CLI_L_EPOCH: c->epoch = (int)v->i; break;
@@ -139,7 +149,10 @@ cli_loader_set(struct cli_loader *l, const struct cli_option *o,
 	case CLI_L_SEED: c->seed = v->u; break;
 	case CLI_L_SHUFFLE: c->shuffle = (int)v->i; break;
 	case CLI_L_WORKERS: c->workers = (int)v->i; l->workers_set = 1; break;
-	case CLI_L_IO_STREAMS: c->io_streams = (int)v->i; break;
+	case CLI_L_IO_STREAMS: c->io_streams = (int)v->i; l->io_fixed = 1;
+		break;
+	case CLI_L_AHEAD: c->ahead = (int)v->i; l->ahead_set = 1; break;
+	case CLI_L_MAX_INFLIGHT: c->max_inflight = v->u; break;
 	case CLI_L_PREFETCH: c->prefetch_bytes = (size_t)v->u; break;
 	case CLI_L_RING: c->ring = (int)v->i; break;
 	case CLI_L_REMAINDER: c->remainder = (enum sk_remainder)v->i; break;
@@ -202,6 +215,10 @@ cli_loader_finish(struct cli_loader *l, const char *source)
 	}
 	if (!l->workers_set)
 		c->workers = cli_cpus_per_rank();
+	/* Options that fix the I/O fix the read-ahead too: the result is
+	 * what they say, as before --ahead existed. */
+	if (l->io_fixed && !l->ahead_set)
+		c->ahead = 1;
 	if (c->rank >= c->world)
 		usage_error("--rank %d is not below --world %d", c->rank,
 		    c->world);

@@ -125,11 +125,16 @@ cli_remote_stats(const struct cli_remote *r, struct sk_fetch_stats *st)
 
 void
 cli_json_remote(struct cli_json *j, const char *key,
-    const struct sk_fetch_stats *st)
+    const struct sk_fetch_stats *st, const struct sk_loader_stats *ls)
 {
 	int i;
 
 	cli_json_object(j, key);
+	if (ls != NULL) {
+		cli_json_int(j, "ahead", ls->ahead);
+		cli_json_int(j, "ahead_peak", ls->ahead_peak);
+		cli_json_int(j, "ahead_cap", ls->ahead_cap);
+	}
 	cli_json_uint(j, "bytes", st->bytes);
 	cli_json_uint(j, "requests", st->requests);
 	cli_json_uint(j, "retries", st->retries);

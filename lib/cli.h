@@ -268,7 +268,8 @@ enum {
 	CLI_L_MAX_PIXELS, CLI_L_MAX_SAMPLE, CLI_L_NO_DECODE, CLI_L_RANK,
 	CLI_L_WORLD, CLI_L_DEVICE, CLI_L_IMAGE_SIZE, CLI_L_CROP, CLI_L_SCALE,
 	CLI_L_RATIO, CLI_L_RESIZE, CLI_L_FLIP, CLI_L_NO_FLIP, CLI_L_DTYPE,
-	CLI_L_LAYOUT, CLI_L_MEAN, CLI_L_STD, CLI_L_FORM,
+	CLI_L_LAYOUT, CLI_L_MEAN, CLI_L_STD, CLI_L_FORM, CLI_L_AHEAD,
+	CLI_L_MAX_INFLIGHT,
 	CLI_LOADER_LAST
 };
 
@@ -308,10 +309,11 @@ int cli_remote_set(struct cli_remote *r, const struct cli_option *o,
 void cli_remote_finish(struct cli_remote *r);
 /* The counters since cli_remote_finish(). */
 void cli_remote_stats(const struct cli_remote *r, struct sk_fetch_stats *st);
-/* KEY: {bytes, requests, retries, retries_by_cause, resumes,
+/* KEY: {[ahead, ahead_peak, ahead_cap: a loader's read-ahead, when ls is
+ * not NULL,] bytes, requests, retries, retries_by_cause, resumes,
  * refetched_bytes, failures, mean_ttfb_seconds, network_wait_seconds}. */
 void cli_json_remote(struct cli_json *j, const char *key,
-    const struct sk_fetch_stats *st);
+    const struct sk_fetch_stats *st, const struct sk_loader_stats *ls);
 /* Two lines, or nothing when no request was made. */
 void cli_print_remote(FILE *f, const struct sk_fetch_stats *st);
 
@@ -325,6 +327,8 @@ struct cli_loader {
 	struct sk_loader_config cfg;
 	struct cli_remote remote;	/* the cli_remote_opts group */
 	int rank_set, world_set, workers_set, local_size;
+	int ahead_set;		/* --ahead */
+	int io_fixed;		/* --io-streams, --parts or --part-size */
 	int launcher;		/* 1: rank and world came from mpirun/srun */
 };
 

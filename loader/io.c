@@ -499,17 +499,157 @@ open_item(sk_loader *l, const struct item *it, sk_source **src)
 	    sh->fetch_url : sh->url, sh->filesize);
 }
 
+/* ------------------------------------------------------------------------ */
+/* the read-ahead of remote shards                                          */
+
+/*
+ * Each I/O thread opens the shards it reads next before it reads them:
+ * their first parts go out at once, so the link stays busy while this
+ * shard's bytes are split. How many to keep open ahead trades memory (each
+ * holds its parts in flight) against the link's round trip and
+ * per-connection rate, which only the run knows. With cfg.ahead 0 on
+ * remote shards a tick measures, every AHEAD_TICK_NS, the rate of bytes
+ * in and the share of the I/O threads' time spent waiting for them:
+ *
+ *   - readers that wait more than AHEAD_STARVED of the tick ask for a
+ *     step up: the depth doubles until the first step that does not pay
+ *     (slow start), then grows by one;
+ *   - a step up is on trial for a tick: if the rate fell below
+ *     AHEAD_WORSE of the rate before it, it is undone and the depth holds
+ *     for AHEAD_HOLD ticks;
+ *   - readers that waited less than AHEAD_FED for AHEAD_HOLD ticks in a
+ *     row have more ahead than they use: one step down.
+ *
+ * Rates between ticks are noisy on a busy machine (shard boundaries, the
+ * server's CPU), so only a fall undoes a step, and the readers' waits,
+ * not the rate, drive it up. max_inflight caps it: the streams of every
+ * I/O thread, each with parts x part-size in flight (or the shards' mean
+ * size when smaller), stay within it.
+ */
+#define AHEAD_TICK_NS	250000000u	/* a quarter of a second */
+#define AHEAD_STARVED	0.05
+#define AHEAD_FED	0.01
+#define AHEAD_WORSE	0.95
+#define AHEAD_HOLD	4
+#define AHEAD_INFLIGHT	((uint64_t)256 << 20)	/* max_inflight's default */
+
+void
+sk__ahead_init(sk_loader *l)
+{
+	struct sk_fetch_config fc;
+	struct sk_fetch_stats fs;
+	uint64_t per, sum = 0, bound;
+	size_t i;
+	int remote, cap;
+
+	remote = !l->files && l->nshards > 0 &&
+	    strstr(l->shards[0].url, "://") != NULL &&
+	    strncmp(l->shards[0].url, "file://", 7) != 0;
+	l->ahead = l->ahead_peak = l->ahead_cap = 1;
+	if (!remote)
+		return;
+	if (l->cfg.ahead > 0) {
+		l->ahead = l->ahead_peak = l->ahead_cap = l->cfg.ahead;
+		return;
+	}
+	sk_fetch_get_config(&fc);
+	per = (uint64_t)fc.parts * fc.part_size;
+	for (i = 0; i < l->nshards; i++)
+		sum += l->shards[i].filesize;
+	if (sum > 0 && sum / l->nshards < per)
+		per = sum / l->nshards + 1;
+	bound = l->cfg.max_inflight ? l->cfg.max_inflight : AHEAD_INFLIGHT;
+	cap = (int)(bound / ((uint64_t)l->nio * per)) - 1;
+	if (cap > SK_LOADER_MAX_AHEAD)
+		cap = SK_LOADER_MAX_AHEAD;
+	l->ahead_cap = cap > 1 ? cap : 1;
+	l->ahead_auto = l->ahead_cap > 1;
+	l->ahead_slow = 1;
+	sk_fetch_stats(&fs);
+	l->ahead_t = sk__now_ns();
+	l->ahead_bytes = fs.bytes;
+	l->ahead_wait = fs.wait_seconds;
+}
+
+/* Set the depth (under ahead_mu; the I/O threads read it without). */
+static void
+ahead_set(sk_loader *l, int to, double rate, const char *why)
+{
+	if (to > l->ahead_cap)
+		to = l->ahead_cap;
+	if (to < 1)
+		to = 1;
+	__atomic_store_n(&l->ahead, to, __ATOMIC_RELAXED);
+	if (to > l->ahead_peak)
+		l->ahead_peak = to;
+	sk_log(SK_LOG_DEBUG, "read-ahead: %d shards a stream (%.0f MB/s, "
+	    "%s)", to, rate / 1e6, why);
+}
+
+/* How many shards to keep open ahead now; one thread at a time ticks. */
+static int
+ahead_now(sk_loader *l)
+{
+	struct sk_fetch_stats fs;
+	uint64_t now;
+	double rate, waited, dt;
+
+	if (!l->ahead_auto || pthread_mutex_trylock(&l->ahead_mu) != 0)
+		return __atomic_load_n(&l->ahead, __ATOMIC_RELAXED);
+	now = sk__now_ns();
+	if (now - l->ahead_t >= AHEAD_TICK_NS) {
+		sk_fetch_stats(&fs);
+		dt = (double)(now - l->ahead_t) / 1e9;
+		rate = (double)(fs.bytes - l->ahead_bytes) / dt;
+		waited = (fs.wait_seconds - l->ahead_wait) / (dt * l->nio);
+		if (l->ahead_up) {
+			l->ahead_up = 0;
+			if (rate < l->ahead_rate * AHEAD_WORSE) {
+				l->ahead_slow = 0;
+				l->ahead_hold = AHEAD_HOLD;
+				ahead_set(l, l->ahead_prev, rate, "undone");
+			}
+		} else if (l->ahead_hold > 0)
+			l->ahead_hold--;
+		else if (waited > AHEAD_STARVED && l->ahead < l->ahead_cap) {
+			l->ahead_prev = l->ahead;
+			l->ahead_rate = rate;
+			l->ahead_up = 1;
+			l->ahead_fed = 0;
+			ahead_set(l, l->ahead_slow ? 2 * l->ahead :
+			    l->ahead + 1, rate, "readers wait");
+		} else if (waited < AHEAD_FED && l->ahead > 1) {
+			if (++l->ahead_fed >= AHEAD_HOLD) {
+				l->ahead_fed = 0;
+				l->ahead_slow = 0;
+				ahead_set(l, l->ahead - 1, rate, "readers fed");
+			}
+		} else
+			l->ahead_fed = 0;
+		l->ahead_t = now;
+		l->ahead_bytes = fs.bytes;
+		l->ahead_wait = fs.wait_seconds;
+	}
+	pthread_mutex_unlock(&l->ahead_mu);
+	return __atomic_load_n(&l->ahead, __ATOMIC_RELAXED);
+}
+
 /* I/O thread t streams items t, t + K, t + 2K, ... of every epoch into its
- * own queue, which the dispatcher drains in item order. */
+ * own queue, which the dispatcher drains in item order. The items it
+ * opened ahead wait in a ring, oldest first. */
 void *
 sk__io_main(void *arg)
 {
 	struct iothread *io = arg;
 	sk_loader *l = io->l;
-	sk_source *src = NULL, *next;
+	struct {
+		sk_source *src;
+		int rc;
+	} ring[SK_LOADER_MAX_AHEAD + 1];
+	sk_source *src;
 	struct eplan *p;
-	size_t i, n;
-	int e, rc = 0, next_rc;
+	size_t i, n, opened;
+	int e, rc, head, count, want;
 
 	/* close() and a failure elsewhere end this thread's network waits */
 	sk__cancel_flag = &l->stop;
@@ -519,30 +659,41 @@ sk__io_main(void *arg)
 		 * and its size only under the lock. */
 		if ((p = sk__get_plan(l, e, &n)) == NULL)
 			continue;
-		i = (size_t)io->id;
-		if (i < n)
-			rc = open_item(l, &p->items[i], &src);
-		for (; i < n && !sk__stopping(l); i += (size_t)l->nio) {
-			/* The next shard's first parts go out before this
-			 * one is read: its round trip hides behind this
+		head = count = 0;
+		opened = (size_t)io->id;
+		for (i = (size_t)io->id; i < n && !sk__stopping(l);
+		    i += (size_t)l->nio) {
+			/* The next shards' first parts go out before this
+			 * one is read: their round trips hide behind this
 			 * one's bytes (the plan lives until this item's end
 			 * marker is pushed). */
-			next_rc = 0;
-			next = NULL;
-			if (i + (size_t)l->nio < n)
-				next_rc = open_item(l, &p->items[i +
-				    (size_t)l->nio], &next);
+			want = 1 + ahead_now(l);
+			while (count < want && opened < n) {
+				int k = (head + count) % (int)(sizeof ring /
+				    sizeof ring[0]);
+
+				ring[k].src = NULL;
+				ring[k].rc = open_item(l, &p->items[opened],
+				    &ring[k].src);
+				count++;
+				opened += (size_t)l->nio;
+			}
+			src = ring[head].src;
+			rc = ring[head].rc;
+			head = (head + 1) % (int)(sizeof ring / sizeof ring[0]);
+			count--;
 			if (l->files)
 				io_file(l, &l->queues[io->id], p,
 				    &p->items[i], src, rc);
 			else
 				io_item(l, &l->queues[io->id], p,
 				    &p->items[i], src, rc);
-			src = next;
-			rc = next_rc;
 		}
-		sk_source_close(src);	/* stopped early */
-		src = NULL;
+		/* stopped early */
+		for (; count > 0; count--) {
+			sk_source_close(ring[head].src);
+			head = (head + 1) % (int)(sizeof ring / sizeof ring[0]);
+		}
 	}
 	return NULL;
 }

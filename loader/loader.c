@@ -234,6 +234,9 @@ check_config(sk_loader *l)
 		return sk__fatal(&l->h, SK_EINVAL, "workers %d, I/O streams "
 		    "%d: need 0..%d and 1..%d", c->workers, c->io_streams,
 		    SK_LOADER_MAX_WORKERS, SK_LOADER_MAX_IO_STREAMS);
+	if (c->ahead < 0 || c->ahead > SK_LOADER_MAX_AHEAD)
+		return sk__fatal(&l->h, SK_EINVAL, "ahead %d: need 0..%d",
+		    c->ahead, SK_LOADER_MAX_AHEAD);
 	if (c->shuffle < 0 || c->shuffle > SK_LOADER_MAX_SHUFFLE ||
 	    c->resume_batch < 0 || c->resume_batch > SK_LOADER_MAX_EPOCH)
 		return sk__fatal(&l->h, SK_EINVAL, "shuffle %d, resume batch "
@@ -326,6 +329,7 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	sk__handle_init(&l->h, SK__MAGIC_LOADER);
 	l->open_ns = sk__now_ns();
 	pthread_mutex_init(&l->mu, NULL);
+	pthread_mutex_init(&l->ahead_mu, NULL);
 	pthread_cond_init(&l->cond_slot, NULL);
 	/* sk_loader_next_wait() times its wait on the monotonic clock */
 	{
@@ -446,6 +450,7 @@ sk_loader_open(sk_loader **out, const struct sk_loader_config *cfg)
 	l->st.workers = l->nworkers;
 	l->st.io_streams = l->nio;
 	l->st.ring = l->nslots;
+	sk__ahead_init(l);
 	return start_threads(l);
 }
 
@@ -758,6 +763,11 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 	st->decode_idle = secs(&l->t_decode_idle);
 	st->ring_wait = secs(&l->t_ring_wait);
 	st->consumer_wait = secs(&l->t_consumer_wait);
+	pthread_mutex_lock(&l->ahead_mu);
+	st->ahead = l->ahead;
+	st->ahead_peak = l->ahead_peak;
+	st->ahead_cap = l->ahead_cap;
+	pthread_mutex_unlock(&l->ahead_mu);
 
 	/*
 	 * shardkit(3), MEMORY: the I/O queues (prefetch, plus one sample
@@ -784,10 +794,11 @@ sk_loader_stats(sk_loader *l, struct sk_loader_stats *st)
 		struct sk_fetch_config fc;
 
 		sk_fetch_get_config(&fc);
-		/* Each I/O thread reads one shard and opens the next
-		 * ahead. */
-		st->memory_bound += 2 * (uint64_t)l->nio * (uint64_t)fc.parts *
-		    fc.part_size + SK_FETCH_POOL_BYTES;
+		/* Each I/O thread reads one shard and opens the ones ahead
+		 * of it, each with its parts in flight. */
+		st->memory_bound += (uint64_t)(1 + st->ahead_peak) *
+		    (uint64_t)l->nio * (uint64_t)fc.parts * fc.part_size +
+		    SK_FETCH_POOL_BYTES;
 	}
 	return 0;
 }
@@ -854,6 +865,7 @@ sk_loader_close(sk_loader *l)
 	free(l->manifest_copy);
 	if (l->inited) {
 		pthread_mutex_destroy(&l->mu);
+		pthread_mutex_destroy(&l->ahead_mu);
 		pthread_cond_destroy(&l->cond_slot);
 		pthread_cond_destroy(&l->cond_ready);
 		pthread_cond_destroy(&l->cond_work);

@@ -205,6 +205,23 @@ struct sk_loader {
 	uint64_t max_sample;
 	uint64_t unplanned;	/* samples past a manifest's count */
 	uint64_t mismatched;	/* shards that disagree with the manifest */
+
+	/* ---- the read-ahead of remote shards (io.c) ---- */
+	int ahead;		/* shards each I/O thread opens ahead of the
+				 * one it reads; atomic reads, set under
+				 * ahead_mu */
+	int ahead_peak, ahead_cap;
+	int ahead_auto;		/* cfg.ahead 0 on remote shards: stepped */
+	pthread_mutex_t ahead_mu;	/* the stepping below; tried, never
+					 * waited on */
+	int ahead_up;		/* the last step was up, on trial */
+	int ahead_prev;		/* the depth before it */
+	int ahead_slow;		/* steps up double the depth */
+	int ahead_hold;		/* ticks to stay before the next step */
+	int ahead_fed;		/* ticks in a row the readers did not wait */
+	uint64_t ahead_t, ahead_bytes;	/* the last tick: ns, bytes in */
+	double ahead_wait;	/* and the readers' network wait, s */
+	double ahead_rate;	/* bytes/s before the step on trial */
 };
 
 /* Whether the loader is stopping; threads poll it without l->mu. */
@@ -231,6 +248,8 @@ void sk__eplan_free(struct eplan *p);
 /* io.c: an I/O thread (arg: its struct iothread); the shard list and its
  * sample counts at open. */
 void *sk__io_main(void *arg);
+/* The read-ahead's start (after the shards and nio are known). */
+void sk__ahead_init(sk_loader *l);
 int sk__load_shards(sk_loader *l);
 
 /* files.c: the form of the config's source (root: the folder's entries,

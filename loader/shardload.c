@@ -260,7 +260,7 @@ write_json(const struct opts *o, const struct sk_loader_stats *st,
 	cli_json_end(j);
 	cli_json_uint(j, "memory_bound_bytes", st->memory_bound);
 	cli_json_uint(j, "peak_rss_bytes", peak_rss);
-	cli_json_remote(j, "remote", &rs);
+	cli_json_remote(j, "remote", &rs, st);
 	cli_json_end(j);
 	cli_json_close(j);
 }
@@ -377,6 +377,10 @@ cmd_bench(const struct opts *o)
 		    (double)st.memory_bound / 1048576.0);
 		cli_remote_stats(&o->l.remote, &rs);
 		cli_print_remote(stdout, &rs);
+		if (rs.requests > 0)
+			printf("read-ahead: %d shards a stream at the end, %d "
+			    "at most (the bound allows %d)\n", st.ahead,
+			    st.ahead_peak, st.ahead_cap);
 	}
 	sk_loader_close(l);
 	return 0;

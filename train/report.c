@@ -484,7 +484,7 @@ result_json(struct cli_json *j, const struct run_result *res)
 	    res->cost_per_epoch >= 0);
 	jnum(j, "first_loss", res->first_loss, 1);
 	jnum(j, "last_loss", res->last_loss, 1);
-	cli_json_remote(j, "remote", &res->remote);
+	cli_json_remote(j, "remote", &res->remote, NULL);
 	cli_json_str(j, "verdict", verdict_name(res->verdict));
 	cli_json_str(j, "bound_stage", res->bound_stage[0] != '\0' ?
 	    res->bound_stage : NULL);
