@@ -5,8 +5,8 @@
  * stats file shows.
  *
  * Lock order: the tree's lock, then the cache's, then an object's stream
- * (lib/fetch.c) or the disk cache's index; no file or network I/O under
- * the tree's or the cache's lock.
+ * (lib/fetch_stream.c) or the disk cache's index; no file or network I/O
+ * under the tree's or the cache's lock.
  */
 #ifndef SHARDFS_H
 #define SHARDFS_H

@@ -1,15 +1,17 @@
 /*
  * fetch.c - the fetch engine: one libcurl multi handle, driven by one
  * thread, serves every remote read of the process. Readers (the loader's
- * I/O threads, shardtool) ask for parts and wait on their stream; the
- * engine runs the transfers, retries them, and fills the part buffers.
+ * I/O threads, shardtool) ask for parts and wait on their stream
+ * (fetch_stream.c, fetch_req.c); the engine runs the transfers, retries
+ * them, and fills the part buffers. Its options and counters live here.
  *
  * Ownership: a part belongs to the engine from the moment it is queued
  * until it is DONE or FAILED (p->engine set); the engine alone touches its
  * easy handle. A reader that no longer wants a part the engine owns marks
- * it cancelled and queues it back; the engine frees it. A stream is freed
- * by its reader only after every part it gave the engine came back
- * (s->inflight == 0), so the engine never sees a freed stream.
+ * it cancelled and queues it back; the engine frees it. The engine's
+ * waiting and running lists are its thread's alone; eng.mu guards what
+ * readers hand it (adds, cancels) and the options. Lock order (fetch.h):
+ * a stream's mu before eng.mu.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,105 +21,18 @@
 #include <string.h>
 #include <unistd.h>
 #include <strings.h>
-#include <time.h>
 
 #include <curl/curl.h>
 
 #include "internal.h"
-#include "cloud.h"
 #include "fetch.h"
+#include "fetch_int.h"
 
-#define MAX_PARTS	64
 #define BACKOFF_BASE	0.1	/* seconds: the first retry waits up to this */
 #define BACKOFF_CAP	10.0	/* and no retry waits longer, Retry-After
 				 * aside */
 #define MIN_RATE	4096	/* bytes/s: an attempt slower than this on
 				 * average, past stall + retry time, fails */
-
-enum { P_QUEUED = 0, P_RUNNING, P_WAITING, P_DONE, P_FAILED };
-
-struct part {
-	struct sk__stream *s;
-	CURL *easy;
-	struct curl_slist *hdrs;
-	struct part *next;	/* in the adds or the waiting list */
-	struct part *cnext;	/* in the cancels list: a part may be queued
-				 * there while still in adds */
-	struct part *rnext;	/* in the running list, engine thread only */
-	uint64_t off, len;	/* the object's bytes [off, off + len) */
-	uint8_t *buf;
-	size_t cap;		/* bytes buf holds */
-	uint64_t have;		/* bytes in buf */
-	int state;
-	int engine;		/* owned by the engine */
-	int cancel;		/* the reader let go of it (set under s->mu,
-				 * read anywhere with atomics) */
-	int whole;		/* a plain GET of a resource of unknown size */
-	int range;		/* a range (sk__range_start): its readers say
-				 * what they wait for */
-	int waiters;		/* readers blocked on it, under s->mu */
-	uint64_t wake_at;	/* wake them once more than this is in */
-	struct sk__req *req;	/* a request of any method, judged by its
-				 * caller (sk__fetch_request) */
-	char body_sha[65];	/* of req->body, for a signature */
-	char *rhdrs;		/* req: the response's header lines */
-	size_t rhlen;
-	char ebody[4096];	/* the start of an error response's body */
-	size_t elen;
-	/* the current attempt, engine thread only */
-	int attempts;
-	uint64_t t_first, due;	/* ns: first attempt, next retry */
-	uint64_t last_byte;	/* ns: the response's latest byte, 0 before
-				 * its first */
-	uint64_t t_attempt;	/* ns: this attempt's start */
-	int stalled;		/* the engine cut it for want of bytes */
-	long status;		/* of the current response */
-	int checked;		/* the response's head was judged */
-	uint64_t again;		/* its leading bytes the stream had before
-				 * (a read went back): fetched twice */
-	int complete;		/* all len bytes came, the rest is dropped */
-	uint64_t error_body;	/* bytes of a non-2xx body seen */
-	uint64_t attempt_have;	/* have when this attempt started */
-	double retry_after;	/* seconds, from the response; < 0 none */
-	char etag[256], lastmod[64], crange[96];
-	char version[64];	/* auth.version_header's value */
-	int64_t clength;	/* Content-Length, -1 none */
-	/* the outcome when FAILED */
-	int code;
-	char err[SK_ERRMSG_MAX];
-	char curlerr[CURL_ERROR_SIZE];
-};
-
-struct sk__stream {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	char *url;		/* for curl */
-	char *display;		/* for messages */
-	struct sk__auth auth;	/* headers and error messages of gs:// and
-				 * s3:// (auth.headers NULL: none) */
-	int meta;		/* size and version known (1), or a part
-				 * failed before they were (-1: err) */
-	int ready;		/* the window was set to the size */
-	int err_code;
-	char err[SK_ERRMSG_MAX];
-	uint64_t size;
-	char etag[256], lastmod[64];
-	char version[64];	/* see sk__auth.version_header */
-	struct part *win[MAX_PARTS];	/* in flight or buffered, in order */
-	int nwin;
-	uint64_t next_off;	/* where the next part starts */
-	uint64_t high;		/* bytes [0, high) have arrived once */
-	int inflight;		/* parts the engine owns */
-	int parts;		/* in flight at most */
-	uint64_t part_size;
-	size_t whole_max;
-	int learn;		/* opened pinned with no ETag: the first
-				 * response's ETag and Last-Modified become
-				 * the version */
-	const int *cancel;	/* the opener's sk__cancel_flag, or NULL */
-};
-
-__thread const int *sk__cancel_flag;
 
 struct engine {
 	pthread_t thread;
@@ -215,6 +130,21 @@ sk_fetch_get_config(struct sk_fetch_config *c)
 }
 
 void
+sk__engine_window(int *parts, uint64_t *part_size)
+{
+	pthread_mutex_lock(&eng.mu);
+	*parts = eng.cfg.parts;
+	*part_size = eng.cfg.part_size;
+	pthread_mutex_unlock(&eng.mu);
+}
+
+void
+sk__count_wait(uint64_t ns)
+{
+	ADD(wait_ns, ns);
+}
+
+void
 sk_fetch_stats(struct sk_fetch_stats *st)
 {
 	int i;
@@ -269,97 +199,7 @@ sk_retry_cause_name(enum sk_retry_cause c)
 }
 
 /* ------------------------------------------------------------------------ */
-/* URLs as messages show them                                               */
-
-/* Query parameters that carry a credential (SigV4, GCS signed URLs, SAS). */
-static int
-secret_param(const char *name, size_t n)
-{
-	static const char *const names[] = {
-		"x-amz-signature", "x-amz-credential", "x-amz-security-token",
-		"x-goog-signature", "x-goog-credential", "signature", "sig",
-		"token", "access_token", "key"
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (strlen(names[i]) == n && strncasecmp(name, names[i], n) == 0)
-			return 1;
-	return 0;
-}
-
-int
-sk__url_password(const char *url, size_t *off, size_t *len)
-{
-	const char *p, *q, *at, *hostend;
-
-	p = strstr(url, "://");
-	p = p != NULL ? p + 3 : url;
-	/* The host starts after the last '@' before the path, as
-	 * sk_url_parse and libcurl split it, so a password holding '@' is
-	 * found whole; the user ends at the userinfo's first ':'. */
-	hostend = p + strcspn(p, "/?#");
-	for (at = hostend; at > p && at[-1] != '@'; at--)
-		;
-	if (at == p || (q = memchr(p, ':', (size_t)(at - 1 - p))) == NULL)
-		return 0;
-	*off = (size_t)(q + 1 - url);
-	*len = (size_t)(at - 1 - (q + 1));
-	return 1;
-}
-
-char *
-sk_url_redact(const char *url)
-{
-	const char *p, *q, *eq, *amp;
-	size_t n = strlen(url), off, plen;
-	char *out, *o;
-
-	/* Each secret shrinks to "***" or grows by at most 3 bytes. */
-	if ((out = malloc(n + 4 * (n / 2 + 1) + 1)) == NULL)
-		return NULL;
-	o = out;
-	p = url;
-	/* userinfo: keep the user, hide the password */
-	if (sk__url_password(url, &off, &plen)) {
-		memcpy(o, url, off);
-		o += off;
-		memcpy(o, "***", 3);
-		o += 3;
-		p = url + off + plen;
-	}
-	q = strchr(p, '?');
-	if (q == NULL) {
-		strcpy(o, p);
-		return out;
-	}
-	memcpy(o, p, (size_t)(q - p) + 1);
-	o += q - p + 1;
-	for (p = q + 1; *p != '\0'; p = *amp ? amp + 1 : amp) {
-		amp = p + strcspn(p, "&#");
-		eq = memchr(p, '=', (size_t)(amp - p));
-		if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
-			memcpy(o, p, (size_t)(eq - p) + 1);
-			o += eq - p + 1;
-			memcpy(o, "***", 3);
-			o += 3;
-		} else {
-			memcpy(o, p, (size_t)(amp - p));
-			o += amp - p;
-		}
-		if (*amp == '#') {
-			strcpy(o, amp);
-			return out;
-		}
-		if (*amp == '&')
-			*o++ = '&';
-	}
-	*o = '\0';
-	return out;
-}
-
-/* ------------------------------------------------------------------------ */
-/* the engine thread                                                        */
+/* starting the engine                                                      */
 
 static void *engine_main(void *arg);
 
@@ -408,8 +248,8 @@ engine_start(void)
 	}
 }
 
-static int
-engine_get(struct sk_error *err)
+int
+sk__engine_get(struct sk_error *err)
 {
 	pid_t pid;
 
@@ -427,6 +267,9 @@ engine_get(struct sk_error *err)
 		return sk_error_set(err, eng_rc, "%s", eng_err);
 	return 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* parts: their buffers, and how they pass between a reader and the engine  */
 
 /*
  * Part buffers are megabytes, and malloc maps and unmaps each one: every
@@ -494,8 +337,8 @@ hdrs_free(struct curl_slist *l)
 	curl_slist_free_all(l);
 }
 
-static void
-part_free(struct part *p)
+void
+sk__part_free(struct part *p)
 {
 	if (p == NULL)
 		return;
@@ -526,6 +369,52 @@ engine_queue(struct part *p, int cancel)
 	pthread_mutex_unlock(&eng.mu);
 	curl_multi_wakeup(eng.multi);
 }
+
+struct part *
+sk__part_new(struct sk__stream *s, uint64_t off, uint64_t len, size_t cap)
+{
+	struct part *p;
+
+	if ((p = calloc(1, sizeof *p)) == NULL)
+		return NULL;
+	if ((p->buf = pool_get(cap)) == NULL) {
+		free(p);
+		return NULL;
+	}
+	p->s = s;
+	p->off = off;
+	p->len = len;
+	p->cap = cap;
+	p->clength = -1;
+	p->retry_after = -1;
+	return p;
+}
+
+/* Give p to the engine. Caller holds s->mu. */
+void
+sk__part_submit(struct sk__stream *s, struct part *p)
+{
+	p->engine = 1;
+	p->state = P_QUEUED;
+	s->inflight++;
+	engine_queue(p, 0);
+}
+
+/* Let go of p. Caller holds s->mu. */
+void
+sk__part_drop(struct sk__stream *s, struct part *p)
+{
+	if (p->off + p->have > s->high)
+		s->high = p->off + p->have;
+	if (p->engine) {
+		__atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
+		engine_queue(p, 1);
+	} else
+		sk__part_free(p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the engine thread: transfers, retries and the loop                       */
 
 static double
 rand01(void)
@@ -882,9 +771,6 @@ set_state(struct part *p, int state)
 	p->state = state;
 	pthread_mutex_unlock(&p->s->mu);
 }
-
-#define EMPTY_SHA256 \
-	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 /* Append a header line; -1 when out of memory. */
 static int
@@ -1471,7 +1357,7 @@ engine_main(void *arg)
 			else if (p->easy != NULL)
 				curl_multi_remove_handle(eng.multi, p->easy);
 			unlink_running(p);
-			part_free(p);
+			sk__part_free(p);
 			pthread_mutex_lock(&s->mu);
 			s->inflight--;
 			pthread_cond_broadcast(&s->cond);
@@ -1516,641 +1402,4 @@ engine_main(void *arg)
 		curl_multi_poll(eng.multi, NULL, 0, (int)timeout, NULL);
 	}
 	return NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* streams: what the readers call                                           */
-
-static struct part *
-part_new(struct sk__stream *s, uint64_t off, uint64_t len, size_t cap)
-{
-	struct part *p;
-
-	if ((p = calloc(1, sizeof *p)) == NULL)
-		return NULL;
-	if ((p->buf = pool_get(cap)) == NULL) {
-		free(p);
-		return NULL;
-	}
-	p->s = s;
-	p->off = off;
-	p->len = len;
-	p->cap = cap;
-	p->clength = -1;
-	p->retry_after = -1;
-	return p;
-}
-
-/* Give p to the engine. Caller holds s->mu. */
-static void
-submit(struct sk__stream *s, struct part *p)
-{
-	p->engine = 1;
-	p->state = P_QUEUED;
-	s->inflight++;
-	engine_queue(p, 0);
-}
-
-/* Let go of p. Caller holds s->mu. */
-static void
-drop(struct sk__stream *s, struct part *p)
-{
-	if (p->off + p->have > s->high)
-		s->high = p->off + p->have;
-	if (p->engine) {
-		__atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
-		engine_queue(p, 1);
-	} else
-		part_free(p);
-}
-
-/* Keep up to s->parts parts ahead. Caller holds s->mu. */
-static int
-top_up(struct sk__stream *s)
-{
-	struct part *p;
-	uint64_t len;
-
-	while (s->ready && s->nwin < s->parts && s->next_off < s->size) {
-		len = s->size - s->next_off;
-		if (len > s->part_size)
-			len = s->part_size;
-		if ((p = part_new(s, s->next_off, len, (size_t)len)) == NULL)
-			return SK_ENOMEM;
-		if (p->off < s->high)
-			p->again = s->high - p->off;
-		s->win[s->nwin++] = p;
-		s->next_off += len;
-		submit(s, p);
-	}
-	return 0;
-}
-
-static void
-stream_free(struct sk__stream *s)
-{
-	if (s == NULL)
-		return;
-	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cond);
-	free(s->url);
-	free(s->display);
-	free(s);
-}
-
-static struct sk__stream *
-stream_new(const char *url, const char *display)
-{
-	struct sk__stream *s;
-	pthread_condattr_t ca;
-
-	if ((s = calloc(1, sizeof *s)) == NULL)
-		return NULL;
-	pthread_mutex_init(&s->mu, NULL);
-	/* Range waits have a deadline on the monotonic clock. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	s->cancel = sk__cancel_flag;
-	s->url = strdup(url);
-	s->display = display != NULL ? strdup(display) : sk_url_redact(url);
-	if (s->url == NULL || s->display == NULL) {
-		stream_free(s);
-		return NULL;
-	}
-	pthread_mutex_lock(&eng.mu);
-	s->parts = eng.cfg.parts;
-	s->part_size = eng.cfg.part_size;
-	pthread_mutex_unlock(&eng.mu);
-	return s;
-}
-
-static int
-cancelled(const struct sk__stream *s)
-{
-	return s->cancel != NULL && __atomic_load_n(s->cancel,
-	    __ATOMIC_ACQUIRE) != 0;
-}
-
-/* Wait on s->cond, counting the time as time waiting on the network; a
- * stream with a cancel flag looks at it every 100 ms. 1 when cancelled. */
-static int
-wait_net(struct sk__stream *s)
-{
-	uint64_t t0 = sk__now_ns(), t;
-	struct timespec ts;
-
-	if (s->cancel == NULL)
-		pthread_cond_wait(&s->cond, &s->mu);
-	else {
-		t = t0 + 100000000u;
-		ts.tv_sec = (time_t)(t / 1000000000u);
-		ts.tv_nsec = (long)(t % 1000000000u);
-		(void)pthread_cond_timedwait(&s->cond, &s->mu, &ts);
-	}
-	ADD(wait_ns, sk__now_ns() - t0);
-	return cancelled(s);
-}
-
-/*
- * Ask for the first parts and return. Without a size hint that is one
- * part: its response gives the size, and the rest follow. With one (a
- * manifest's filesize), parts of at most part_size, at least 256 KiB and
- * small enough that the object fills the parts in flight, all go out at
- * once: no round trip waits for the size.
- */
-int
-sk__stream_start(struct sk__stream **out, const char *url,
-    const char *display, uint64_t hint, struct sk_error *err)
-{
-	return sk__stream_start_auth(out, url, display, hint, NULL, NULL, err);
-}
-
-int
-sk__stream_start_auth(struct sk__stream **out, const char *url,
-    const char *display, uint64_t hint, const struct sk__auth *auth,
-    const char *version, struct sk_error *err)
-{
-	struct sk__stream *s;
-	struct part *p;
-	uint64_t ps, off = 0;
-	int rc, i, n = 1;
-
-	*out = NULL;
-	if ((rc = engine_get(err)) != 0)
-		return rc;
-	if ((s = stream_new(url, display)) == NULL)
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	if (auth != NULL)
-		s->auth = *auth;
-	if (version != NULL)
-		snprintf(s->version, sizeof s->version, "%s", version);
-	if (hint > 0) {
-		ps = (hint + (uint64_t)s->parts - 1) / (uint64_t)s->parts;
-		if (ps < (256u << 10))
-			ps = 256u << 10;
-		if (ps < s->part_size)
-			s->part_size = ps;
-		n = (int)((hint + s->part_size - 1) / s->part_size);
-		if (n > s->parts)
-			n = s->parts;
-	}
-	pthread_mutex_lock(&s->mu);
-	for (i = 0; i < n; i++) {
-		if ((p = part_new(s, off, s->part_size,
-		    (size_t)s->part_size)) == NULL)
-			break;
-		s->win[s->nwin++] = p;
-		submit(s, p);
-		off += s->part_size;
-	}
-	s->next_off = off;
-	pthread_mutex_unlock(&s->mu);
-	if (i == 0) {
-		sk__stream_close(s);
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	}
-	*out = s;
-	return 0;
-}
-
-/* Wait for the size and version; then the window follows the size. */
-int
-sk__stream_wait(struct sk__stream *s, struct sk_error *err)
-{
-	int rc = 0, i, k;
-
-	pthread_mutex_lock(&s->mu);
-	while (s->meta == 0)
-		if (wait_net(s))
-			break;
-	if (s->meta == 0)
-		rc = sk_error_set(err, SK_ECANCELED, "%s: the read was "
-		    "cancelled", s->display);
-	else if (s->meta < 0)
-		rc = sk_error_set(err, s->err_code, "%s", s->err);
-	else if (!s->ready) {
-		/* Parts asked for past the end are not wanted. */
-		for (i = k = 0; i < s->nwin; i++)
-			if (s->win[i]->off >= s->size && i > 0)
-				drop(s, s->win[i]);
-			else
-				s->win[k++] = s->win[i];
-		s->nwin = k;
-		if (s->next_off > s->size)
-			s->next_off = s->size;
-		s->ready = 1;
-		if ((rc = top_up(s)) != 0)
-			rc = sk_error_set(err, rc, "out of memory");
-	}
-	pthread_mutex_unlock(&s->mu);
-	return rc;
-}
-
-uint64_t
-sk__stream_size(const struct sk__stream *s)
-{
-	return s->size;
-}
-
-int64_t
-sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
-    uint64_t off, struct sk_error *err)
-{
-	struct part *p;
-	uint64_t at;
-	size_t take;
-	int i, k, rc = 0;
-
-	/* Opened ahead: the size comes first (only this reader sets
-	 * ready). */
-	if (!s->ready && (rc = sk__stream_wait(s, err)) != 0)
-		return rc;
-	if (off >= s->size || n == 0)
-		return 0;
-	pthread_mutex_lock(&s->mu);
-	/* Parts wholly before off are read or skipped: let them go. */
-	for (k = 0; k < s->nwin && s->win[k]->off + s->win[k]->len <= off; k++)
-		drop(s, s->win[k]);
-	if (k > 0) {
-		memmove(s->win, s->win + k, (size_t)(s->nwin - k) *
-		    sizeof *s->win);
-		s->nwin -= k;
-	}
-	/* Before the window (read again) or past every part asked for: the
-	 * window starts over at off. A skip inside it costs no request. */
-	if (s->nwin == 0 || off < s->win[0]->off) {
-		for (i = 0; i < s->nwin; i++)
-			drop(s, s->win[i]);
-		s->nwin = 0;
-		s->next_off = off;
-	}
-	if ((rc = top_up(s)) != 0) {
-		pthread_mutex_unlock(&s->mu);
-		return sk_error_set(err, rc, "out of memory");
-	}
-	p = s->win[0];
-	at = off - p->off;
-	while (p->have <= at && p->state != P_FAILED && p->state != P_DONE)
-		if (wait_net(s))
-			break;
-	if (p->have <= at) {
-		if (p->state != P_FAILED && p->state != P_DONE)
-			rc = sk_error_set(err, SK_ECANCELED, "%s: offset %"
-			    PRIu64 ": the read was cancelled", s->display, off);
-		else if (p->state == P_FAILED)
-			rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
-			    p->err);
-		else
-			rc = sk_error_set(err, SK_EIO, "%s: offset %" PRIu64
-			    ": the part ended early", s->display, off);
-		pthread_mutex_unlock(&s->mu);
-		return rc;
-	}
-	take = p->have - at < n ? (size_t)(p->have - at) : n;
-	pthread_mutex_unlock(&s->mu);
-	/* Bytes below have are written once and never move; the part
-	 * stays until this reader's next call. */
-	*ptr = p->buf + at;
-	return (int64_t)take;
-}
-
-int64_t
-sk__stream_pread(struct sk__stream *s, void *buf, size_t n, uint64_t off,
-    struct sk_error *err)
-{
-	const void *ptr;
-	int64_t got;
-
-	if ((got = sk__stream_peek(s, &ptr, n, off, err)) > 0)
-		memcpy(buf, ptr, (size_t)got);
-	return got;
-}
-
-void
-sk__stream_close(struct sk__stream *s)
-{
-	int i;
-
-	if (s == NULL)
-		return;
-	pthread_mutex_lock(&s->mu);
-	for (i = 0; i < s->nwin; i++)
-		drop(s, s->win[i]);
-	s->nwin = 0;
-	while (s->inflight > 0)
-		pthread_cond_wait(&s->cond, &s->mu);
-	pthread_mutex_unlock(&s->mu);
-	stream_free(s);
-}
-
-/* ------------------------------------------------------------------------ */
-/* pinned objects and ranges: what a cache calls                           */
-
-int
-sk__stream_pinned(struct sk__stream **out, const char *url,
-    const char *display, uint64_t size, const char *etag,
-    const char *lastmod, const struct sk__auth *auth, const char *version,
-    struct sk_error *err)
-{
-	struct sk__stream *s;
-	int rc;
-
-	*out = NULL;
-	if ((rc = engine_get(err)) != 0)
-		return rc;
-	if ((s = stream_new(url, display)) == NULL)
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	if (auth != NULL)
-		s->auth = *auth;
-	if (version != NULL)
-		snprintf(s->version, sizeof s->version, "%s", version);
-	if (etag != NULL && *etag != '\0')
-		snprintf(s->etag, sizeof s->etag, "%s", etag);
-	else if (lastmod != NULL && *lastmod != '\0')
-		snprintf(s->lastmod, sizeof s->lastmod, "%s", lastmod);
-	else
-		s->learn = 1;
-	s->size = size;
-	s->meta = 1;
-	s->ready = 1;
-	s->parts = 0;		/* no window: ranges only */
-	*out = s;
-	return 0;
-}
-
-int
-sk__stream_validator(struct sk__stream *s, char *buf, size_t n)
-{
-	int rc = 0;
-
-	buf[0] = '\0';
-	pthread_mutex_lock(&s->mu);
-	if (!s->learn && s->etag[0] != '\0')
-		snprintf(buf, n, "etag:%s", s->etag);
-	else if (!s->learn && s->lastmod[0] != '\0')
-		snprintf(buf, n, "last-modified:%s", s->lastmod);
-	else
-		rc = -1;
-	pthread_mutex_unlock(&s->mu);
-	return rc;
-}
-
-int
-sk__range_start(struct sk__stream *s, uint64_t off, uint64_t len,
-    struct sk__range **out, struct sk_error *err)
-{
-	struct part *p;
-
-	*out = NULL;
-	if (len == 0 || off > s->size || len > s->size - off)
-		return sk_error_set(err, SK_EINVAL, "%s: bytes %" PRIu64 " to %"
-		    PRIu64 " are not in the object's %" PRIu64, s->display,
-		    off, off + len, s->size);
-	if (len > SIZE_MAX - 1)
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	pthread_mutex_lock(&s->mu);
-	if ((p = part_new(s, off, len, (size_t)len)) == NULL) {
-		pthread_mutex_unlock(&s->mu);
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	}
-	p->range = 1;
-	p->wake_at = UINT64_MAX;
-	submit(s, p);
-	pthread_mutex_unlock(&s->mu);
-	*out = (struct sk__range *)p;
-	return 0;
-}
-
-int64_t
-sk__range_wait(struct sk__range *r, uint64_t at, uint64_t deadline,
-    const void **ptr, struct sk_error *err)
-{
-	struct part *p = (struct part *)r;
-	struct sk__stream *s = p->s;
-	struct timespec ts;
-	uint64_t t0 = sk__now_ns(), have;
-	int rc = 0;
-
-	ts.tv_sec = (time_t)(deadline / 1000000000u);
-	ts.tv_nsec = (long)(deadline % 1000000000u);
-	pthread_mutex_lock(&s->mu);
-	while (p->have <= at && p->state != P_DONE && p->state != P_FAILED) {
-		p->waiters++;
-		if (at < p->wake_at)
-			p->wake_at = at;
-		if (deadline == 0)
-			pthread_cond_wait(&s->cond, &s->mu);
-		else if (pthread_cond_timedwait(&s->cond, &s->mu, &ts) ==
-		    ETIMEDOUT && p->have <= at && p->state != P_DONE &&
-		    p->state != P_FAILED) {
-			rc = sk_error_set(err, SK_ENETWORK, "%s: bytes from %"
-			    PRIu64 ": no answer in %.1f s", s->display,
-			    p->off + at, (double)(sk__now_ns() - t0) / 1e9);
-		}
-		/* The next waiter (or this one again) sets its own mark. */
-		if (--p->waiters == 0 || p->have > p->wake_at)
-			p->wake_at = UINT64_MAX;
-		if (rc != 0)
-			break;
-	}
-	have = p->have;
-	if (rc == 0 && have <= at && p->state == P_FAILED)
-		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
-		    p->err);
-	pthread_mutex_unlock(&s->mu);
-	ADD(wait_ns, sk__now_ns() - t0);
-	if (rc != 0)
-		return rc;
-	/* Bytes below have are written once and never move. */
-	*ptr = p->buf;
-	return have > at ? (int64_t)have : 0;
-}
-
-int
-sk__range_state(struct sk__range *r)
-{
-	struct part *p = (struct part *)r;
-	int st;
-
-	pthread_mutex_lock(&p->s->mu);
-	st = p->state == P_DONE ? 1 : p->state == P_FAILED ? -1 : 0;
-	pthread_mutex_unlock(&p->s->mu);
-	return st;
-}
-
-void
-sk__range_free(struct sk__range *r)
-{
-	struct part *p = (struct part *)r;
-	struct sk__stream *s;
-
-	if (p == NULL)
-		return;
-	s = p->s;
-	pthread_mutex_lock(&s->mu);
-	drop(s, p);
-	pthread_mutex_unlock(&s->mu);
-}
-
-int
-sk__fetch_get(const char *url, size_t max, char **out, size_t *len,
-    struct sk_error *err)
-{
-	struct sk__stream *s;
-	struct part *p;
-	int rc;
-
-	*out = NULL;
-	*len = 0;
-	if ((rc = engine_get(err)) != 0)
-		return rc;
-	if ((s = stream_new(url, NULL)) == NULL)
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	pthread_mutex_lock(&s->mu);
-	if ((p = part_new(s, 0, max, max < 65536 ? max : 65536)) == NULL) {
-		pthread_mutex_unlock(&s->mu);
-		stream_free(s);
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	}
-	p->whole = 1;
-	submit(s, p);
-	/* Until the engine let go of it, not just until its state says so. */
-	while (p->engine)
-		(void)wait_net(s);
-	pthread_mutex_unlock(&s->mu);
-	if (p->state == P_FAILED)
-		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
-		    p->err);
-	else {
-		p->buf[p->have] = '\0';
-		*out = (char *)p->buf;
-		*len = (size_t)p->have;
-		p->buf = NULL;
-	}
-	part_free(p);
-	stream_free(s);
-	return rc;
-}
-
-/* ------------------------------------------------------------------------ */
-/* requests of any method                                                   */
-
-int
-sk__req_start(struct sk__req *r, struct sk_error *err)
-{
-	struct sk__stream *s;
-	struct part *p;
-	size_t max = r->max > 0 ? r->max : 1;
-	int rc;
-
-	r->status = 0;
-	r->resp = r->resp_headers = NULL;
-	r->resp_len = 0;
-	r->priv = NULL;
-	if ((rc = engine_get(err)) != 0)
-		return rc;
-	if ((s = stream_new(r->url, r->display)) == NULL)
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	if (r->auth != NULL)
-		s->auth = *r->auth;
-	if ((p = part_new(s, 0, max, max < 65536 ? max : 65536)) == NULL) {
-		stream_free(s);
-		return sk_error_set(err, SK_ENOMEM, "out of memory");
-	}
-	p->whole = 1;
-	p->req = r;
-	if (r->auth != NULL && r->body_len > 0)
-		sk__sha256_hex(r->body, r->body_len, p->body_sha);
-	else
-		memcpy(p->body_sha, EMPTY_SHA256, sizeof p->body_sha);
-	r->priv = p;
-	pthread_mutex_lock(&s->mu);
-	submit(s, p);
-	pthread_mutex_unlock(&s->mu);
-	return 0;
-}
-
-int
-sk__req_wait(struct sk__req *r, struct sk_error *err)
-{
-	struct part *p = r->priv;
-	struct sk__stream *s;
-	int rc = 0;
-
-	if (p == NULL)
-		return sk_error_set(err, SK_EINVAL, "no request in flight");
-	s = p->s;
-	pthread_mutex_lock(&s->mu);
-	/* Until the engine let go of it, not just until its state says so. */
-	while (p->engine)
-		(void)wait_net(s);
-	pthread_mutex_unlock(&s->mu);
-	if (p->state == P_FAILED)
-		rc = sk_error_set(err, p->code ? p->code : SK_EIO, "%s",
-		    p->err);
-	else {
-		p->buf[p->have] = '\0';
-		r->status = p->status;
-		r->resp = (char *)p->buf;
-		r->resp_len = (size_t)p->have;
-		r->resp_headers = p->rhdrs;
-		p->buf = NULL;
-		p->rhdrs = NULL;
-	}
-	r->priv = NULL;
-	part_free(p);
-	stream_free(s);
-	return rc;
-}
-
-int
-sk__fetch_request(struct sk__req *r, struct sk_error *err)
-{
-	int rc;
-
-	if ((rc = sk__req_start(r, err)) != 0)
-		return rc;
-	return sk__req_wait(r, err);
-}
-
-const char *
-sk__req_header(const struct sk__req *r, const char *name, char *buf,
-    size_t n)
-{
-	const char *l, *end, *v, *e;
-	size_t k = strlen(name);
-
-	if (r->resp_headers == NULL || n == 0)
-		return NULL;
-	for (l = r->resp_headers; *l != '\0'; l = *end ? end + 1 : end) {
-		end = l + strcspn(l, "\n");
-		if ((size_t)(end - l) <= k || l[k] != ':' ||
-		    strncasecmp(l, name, k) != 0)
-			continue;
-		for (v = l + k + 1; v < end && (*v == ' ' || *v == '\t'); v++)
-			;
-		for (e = end; e > v && (e[-1] == '\r' || e[-1] == ' '); e--)
-			;
-		if ((size_t)(e - v) >= n)
-			return NULL;	/* cut, it would be wrong */
-		memcpy(buf, v, (size_t)(e - v));
-		buf[e - v] = '\0';
-		return buf;
-	}
-	return NULL;
-}
-
-void
-sk__req_free(struct sk__req *r)
-{
-	struct sk_error err;
-
-	if (r->priv != NULL)
-		sk__req_wait(r, &err);
-	free(r->resp);
-	free(r->resp_headers);
-	r->resp = r->resp_headers = NULL;
-	r->resp_len = 0;
 }

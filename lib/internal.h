@@ -247,8 +247,8 @@ sk__now_ns(void)
 /* ------------------------------------------------------------------------ */
 /* text from outside, shown (escape.c)                                      */
 
-/* Where url's password is (the userinfo after its first ':', up to the
- * last '@' before the path, as sk_url_parse splits it): 1 with its
+/* Where url's password is (url.c; the userinfo after its first ':', up
+ * to the last '@' before the path, as sk_url_parse splits it): 1 with its
  * offset and length (which may be 0), or 0 when there is none. */
 int sk__url_password(const char *url, size_t *off, size_t *len);
 /* s shown whole on f, as sk_escape() shows it (backslashes as they are) */

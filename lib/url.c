@@ -1,12 +1,14 @@
 /*
  * url.c - shard patterns and URLs: brace expansion, "::" lists, the URL
- * forms of DESIGN.md and WebDataset's key rule.
+ * forms of DESIGN.md and WebDataset's key rule, and URLs as messages show
+ * them (a password or a signature hidden).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -392,6 +394,96 @@ sk__uri_escape(const char *name, int keep_slash)
 			*o++ = hex[c >> 4];
 			*o++ = hex[c & 15];
 		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* ------------------------------------------------------------------------ */
+/* URLs as messages show them                                               */
+
+/* Query parameters that carry a credential (SigV4, GCS signed URLs, SAS). */
+static int
+secret_param(const char *name, size_t n)
+{
+	static const char *const names[] = {
+		"x-amz-signature", "x-amz-credential", "x-amz-security-token",
+		"x-goog-signature", "x-goog-credential", "signature", "sig",
+		"token", "access_token", "key"
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strlen(names[i]) == n && strncasecmp(name, names[i], n) == 0)
+			return 1;
+	return 0;
+}
+
+int
+sk__url_password(const char *url, size_t *off, size_t *len)
+{
+	const char *p, *q, *at, *hostend;
+
+	p = strstr(url, "://");
+	p = p != NULL ? p + 3 : url;
+	/* The host starts after the last '@' before the path, as
+	 * sk_url_parse and libcurl split it, so a password holding '@' is
+	 * found whole; the user ends at the userinfo's first ':'. */
+	hostend = p + strcspn(p, "/?#");
+	for (at = hostend; at > p && at[-1] != '@'; at--)
+		;
+	if (at == p || (q = memchr(p, ':', (size_t)(at - 1 - p))) == NULL)
+		return 0;
+	*off = (size_t)(q + 1 - url);
+	*len = (size_t)(at - 1 - (q + 1));
+	return 1;
+}
+
+char *
+sk_url_redact(const char *url)
+{
+	const char *p, *q, *eq, *amp;
+	size_t n = strlen(url), off, plen;
+	char *out, *o;
+
+	/* Each secret shrinks to "***" or grows by at most 3 bytes. */
+	if ((out = malloc(n + 4 * (n / 2 + 1) + 1)) == NULL)
+		return NULL;
+	o = out;
+	p = url;
+	/* userinfo: keep the user, hide the password */
+	if (sk__url_password(url, &off, &plen)) {
+		memcpy(o, url, off);
+		o += off;
+		memcpy(o, "***", 3);
+		o += 3;
+		p = url + off + plen;
+	}
+	q = strchr(p, '?');
+	if (q == NULL) {
+		strcpy(o, p);
+		return out;
+	}
+	memcpy(o, p, (size_t)(q - p) + 1);
+	o += q - p + 1;
+	for (p = q + 1; *p != '\0'; p = *amp ? amp + 1 : amp) {
+		amp = p + strcspn(p, "&#");
+		eq = memchr(p, '=', (size_t)(amp - p));
+		if (eq != NULL && secret_param(p, (size_t)(eq - p))) {
+			memcpy(o, p, (size_t)(eq - p) + 1);
+			o += eq - p + 1;
+			memcpy(o, "***", 3);
+			o += 3;
+		} else {
+			memcpy(o, p, (size_t)(amp - p));
+			o += amp - p;
+		}
+		if (*amp == '#') {
+			strcpy(o, amp);
+			return out;
+		}
+		if (*amp == '&')
+			*o++ = '&';
 	}
 	*o = '\0';
 	return out;
