@@ -387,6 +387,7 @@ sk__part_new(struct sk__stream *s, uint64_t off, uint64_t len, size_t cap)
 	p->cap = cap;
 	p->clength = -1;
 	p->retry_after = -1;
+	p->wake_at = UINT64_MAX;
 	return p;
 }
 
@@ -749,10 +750,10 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	memcpy(p->buf + p->have, data, take);
 	pthread_mutex_lock(&s->mu);
 	p->have += take;
-	/* A range's readers are woken when what they wait for is in, not
-	 * at every write: waking them for each 16 KiB cost a quarter of a
-	 * mount's CPU. */
-	if (!p->range || (p->waiters > 0 && p->have > p->wake_at))
+	/* Readers are woken when what they wait for is in, not at every
+	 * write: waking them for each 16 KiB cost a quarter of a mount's
+	 * CPU, and a loader's I/O thread a switch per write. */
+	if (p->waiters > 0 && p->have > p->wake_at)
 		pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->mu);
 	if (take < len) {

@@ -24,6 +24,9 @@
 #include "fetch.h"
 #include "fetch_int.h"
 
+#define WAKE_BYTES	(256u << 10)	/* a stream's reader waits for this
+					 * much at once */
+
 /* The opener's stop flag, which the streams it opens watch (internal.h). */
 __thread const int *sk__cancel_flag;
 
@@ -223,7 +226,7 @@ sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
     uint64_t off, struct sk_error *err)
 {
 	struct part *p;
-	uint64_t at;
+	uint64_t at, want;
 	size_t take;
 	int i, k, rc = 0;
 
@@ -256,9 +259,22 @@ sk__stream_peek(struct sk__stream *s, const void **ptr, size_t n,
 	}
 	p = s->win[0];
 	at = off - p->off;
-	while (p->have <= at && p->state != P_FAILED && p->state != P_DONE)
-		if (sk__wait_net(s))
+	/* Wait for WAKE_BYTES (or what was asked, or the part's end), so a
+	 * reader takes the bytes in a few large pieces, not a write's. */
+	want = n < WAKE_BYTES ? n : WAKE_BYTES;
+	want = want < p->len - at ? at + want : p->len;
+	while (p->have < want && p->state != P_FAILED && p->state != P_DONE) {
+		p->waiters++;
+		if (want - 1 < p->wake_at)
+			p->wake_at = want - 1;
+		rc = sk__wait_net(s);
+		if (--p->waiters == 0 || p->have > p->wake_at)
+			p->wake_at = UINT64_MAX;
+		if (rc) {
+			rc = 0;
 			break;
+		}
+	}
 	if (p->have <= at) {
 		if (p->state != P_FAILED && p->state != P_DONE)
 			rc = sk_error_set(err, SK_ECANCELED, "%s: offset %"
