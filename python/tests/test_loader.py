@@ -91,6 +91,27 @@ def test_manifest_names_only_its_own_origin(tmp_path):
         os.unlink(path)
 
 
+def test_read_ahead_is_shardloads():
+    """Remote shards: ahead fixes the read-ahead, io_streams given alone
+    fixes it at one (as shardload's --io-streams does), and by default it
+    is found within max_inflight; the batches stay the same."""
+    url = env("SK_HTTP_URL") + "/s/in.json"
+    want = shardload_keys(url, **BASE)
+    for kw, cap in ((dict(ahead=3), 3), (dict(io_streams=2), 1),
+                    (dict(parts=2), 1), ({}, None)):
+        opts = dict(BASE, dtype="uint8", layout="NHWC", **kw)
+        lines = []
+        with shardkit.Loader(url, **opts) as lo:
+            for b in lo:
+                lines += batch_lines(*b, b.epoch, b.index)
+            r = lo.stats()["remote"]
+        assert lines == want, kw
+        if cap is not None:
+            assert r["ahead_cap"] == cap and r["ahead_peak"] <= cap, kw
+        else:
+            assert 1 <= r["ahead_peak"] <= r["ahead_cap"] <= 16
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_bucket_batches_equal_shardload(rank, workers):
@@ -371,6 +392,8 @@ def test_refusal_is_permission_error():
      "resize=10 is smaller than image_size=32"),
     (dict(stall_timeout=0.5), ValueError, "stall_timeout=0.5"),
     (dict(device="tpu"), ValueError, "device='tpu'"),
+    (dict(ahead=17), ValueError, "ahead=17: not a whole number from 0 to 16"),
+    (dict(max_inflight=4096), ValueError, "max_inflight=4096"),
 ])
 def test_bad_options(manifest, kw, exc, msg):
     opts = dict(BASE)

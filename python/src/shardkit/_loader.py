@@ -194,7 +194,14 @@ class Loader:
         same number of batches.
     workers, io_streams, prefetch, ring
         Decode threads (this rank's share of the CPUs), shards read at
-        once, bytes read ahead, batch slots.
+        once (2), bytes read ahead, batch slots.
+    ahead, max_inflight
+        Remote shards each I/O stream opens ahead of the one it reads, 0
+        to 16: 0 finds the number during the run while the streams wait
+        on the network, within ``max_inflight`` bytes of parts in flight
+        (256 MiB); see shardload(1), --ahead. The default is 0, or 1 when
+        ``io_streams``, ``parts`` or ``part_size`` is given, as shardload
+        does.
     device
         "cuda:N" (or "cuda": torchrun's LOCAL_RANK, else 0): batches are
         copied to that GPU and converted there; the
@@ -233,14 +240,14 @@ class Loader:
                  ratio=(3 / 4, 4 / 3), resize=None, flip=True,
                  mean=IMAGENET_MEAN, std=IMAGENET_STD, dtype="float32",
                  layout="NCHW", shuffle=0, seed=0, epochs=1, epoch=0,
-                 rank=None, world=None, workers=None, io_streams=2,
+                 rank=None, world=None, workers=None, io_streams=None,
                  prefetch=64 << 20, ring=None, device=None, drop_last=True,
                  strict=False, form="auto", max_pixels=None,
                  max_sample_size=None, decode=True, connections=None,
                  parts=None, part_size=None, connect_timeout=None,
                  stall_timeout=None, retry_time=None, attempts=None,
                  ca_file=None, no_sign_request=None,
-                 allow_cross_origin=None):
+                 allow_cross_origin=None, ahead=None, max_inflight=None):
         if isinstance(source, (list, tuple)):
             if not source:
                 raise ValueError("source: an empty list")
@@ -274,8 +281,16 @@ class Loader:
                                              max_sample_size, 1, 1 << 40)
         cfg["workers"] = (_cpus_per_rank() if workers is None else
                           _whole("workers", workers, 1, _c.MAX_WORKERS))
-        cfg["io_streams"] = _whole("io_streams", io_streams, 1,
-                                   _c.MAX_IO_STREAMS)
+        cfg["io_streams"] = (2 if io_streams is None else
+                             _whole("io_streams", io_streams, 1,
+                                    _c.MAX_IO_STREAMS))
+        if ahead is None:
+            fixed = (io_streams, parts, part_size)
+            ahead = 0 if all(v is None for v in fixed) else 1
+        cfg["ahead"] = _whole("ahead", ahead, 0, _c.MAX_AHEAD)
+        if max_inflight is not None:
+            cfg["max_inflight"] = _whole("max_inflight", max_inflight,
+                                         1 << 20, 1 << 40)
         cfg["prefetch_bytes"] = _whole("prefetch", prefetch, 1, 1 << 40)
         if ring is not None:
             cfg["ring"] = _whole("ring", ring, _c.MIN_RING, _c.MAX_RING)
@@ -506,8 +521,9 @@ class Loader:
         steady = now - self._t_first if self._t_first is not None else 0
         f1 = _c.fetch_stats()
         f0 = self._fetch0
-        remote = {k: f1[k] - f0[k] for k in
-                  ("bytes", "requests", "retries")}
+        remote = {k: s[k] for k in ("ahead", "ahead_peak", "ahead_cap")}
+        remote.update({k: f1[k] - f0[k] for k in
+                       ("bytes", "requests", "retries")})
         remote["retries_by_cause"] = {
             k: f1["retries_by_cause"][k] - f0["retries_by_cause"][k]
             for k in _c.RETRY_CAUSES}

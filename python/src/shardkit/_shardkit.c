@@ -488,6 +488,8 @@ Loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	    get_int(d, "remainder", &remainder) ||
 	    get_int(d, "resume_batch", &c.resume_batch) ||
 	    get_int(d, "decode", &c.decode) ||
+	    get_int(d, "ahead", &c.ahead) ||
+	    get_u64(d, "max_inflight", &c.max_inflight) ||
 	    get_int(d, "device", &c.device)) {
 		Py_XDECREF(hold_urls);
 		Py_XDECREF(hold_manifest);
@@ -1119,6 +1121,9 @@ Loader_stats(LoaderObject *self, PyObject *unused)
 	    SET_F(d, "consumer_wait", st.consumer_wait) ||
 	    SET_I(d, "workers", st.workers) ||
 	    SET_I(d, "io_streams", st.io_streams) ||
+	    SET_I(d, "ahead", st.ahead) ||
+	    SET_I(d, "ahead_peak", st.ahead_peak) ||
+	    SET_I(d, "ahead_cap", st.ahead_cap) ||
 	    SET_I(d, "ring", st.ring) ||
 	    SET_U(d, "memory_bound", st.memory_bound) ||
 	    set_item(d, "bound", PyUnicode_FromString(bound)) ||
@@ -1383,6 +1388,7 @@ PyInit__shardkit(void)
 	    PyModule_AddIntConstant(m, "MAX_WORKERS", SK_LOADER_MAX_WORKERS) ||
 	    PyModule_AddIntConstant(m, "MAX_IO_STREAMS",
 	    SK_LOADER_MAX_IO_STREAMS) ||
+	    PyModule_AddIntConstant(m, "MAX_AHEAD", SK_LOADER_MAX_AHEAD) ||
 	    PyModule_AddIntConstant(m, "MIN_RING", SK_LOADER_MIN_RING) ||
 	    PyModule_AddIntConstant(m, "MAX_RING", SK_LOADER_MAX_RING) ||
 	    PyModule_AddIntConstant(m, "MAX_IMAGE_SIZE",
