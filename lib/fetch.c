@@ -450,6 +450,74 @@ keep_header(struct part *p, const char *line, size_t len)
 
 /* Header lines of the current response; a new status line starts over
  * (a redirect or 100 Continue came first). */
+/*
+ * The hosts that answered this process with an HTTP response, engine
+ * thread only. A host that never answered and refuses the connection,
+ * has no address or fails the TLS handshake is misnamed or misconfigured
+ * (an https URL on an http port, a wrong endpoint), which no retry fixes:
+ * that fails at once. One that answered before and then does so is
+ * restarting or overloaded, and is retried.
+ */
+#define ANSWERED_MAX	256
+
+static uint64_t answered[ANSWERED_MAX];
+static int nanswered;
+
+/* A hash of URL's scheme, host and port (no user or password). */
+static uint64_t
+origin_of(const char *url)
+{
+	const char *a, *e, *at;
+	uint64_t h = 1469598103934665603ULL;
+	const char *c;
+
+	if (url == NULL || (a = strstr(url, "://")) == NULL)
+		return 0;
+	e = a + 3 + strcspn(a + 3, "/?#");
+	for (at = a + 3, c = a + 3; c < e; c++)
+		if (*c == '@')
+			at = c + 1;
+	for (c = url; c < e; c++) {
+		if (c == a + 3)
+			c = at;
+		h = (h ^ (uint64_t)(unsigned char)(*c | 0x20)) *
+		    1099511628211ULL;
+	}
+	return h;
+}
+
+static int
+has_answered(CURL *easy)
+{
+	char *url = NULL;
+	uint64_t o;
+	int i;
+
+	curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &url);
+	o = origin_of(url);
+	for (i = 0; i < nanswered; i++)
+		if (answered[i] == o)
+			return 1;
+	return 0;
+}
+
+static void
+note_answer(CURL *easy)
+{
+	char *url = NULL;
+
+	if (has_answered(easy))
+		return;
+	if (nanswered == ANSWERED_MAX) {
+		/* the oldest half goes */
+		memmove(answered, answered + ANSWERED_MAX / 2,
+		    ANSWERED_MAX / 2 * sizeof answered[0]);
+		nanswered = ANSWERED_MAX / 2;
+	}
+	curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &url);
+	answered[nanswered++] = origin_of(url);
+}
+
 static size_t
 header_cb(char *line, size_t size, size_t n, void *arg)
 {
@@ -459,6 +527,7 @@ header_cb(char *line, size_t size, size_t n, void *arg)
 
 	p->last_byte = sk__now_ns();
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		note_answer(p->easy);
 		p->etag[0] = p->lastmod[0] = p->crange[0] = '\0';
 		p->version[0] = '\0';
 		p->clength = -1;
@@ -1033,6 +1102,34 @@ retryable_curl(CURLcode cc, enum sk_retry_cause *cause)
 	}
 }
 
+/* The kinds of retry already warned about, engine thread only. */
+static int warned[SK_RETRY_NCAUSES];
+
+/* Transport errors that, before a host ever answered, mean a wrong
+ * address, port or scheme rather than a passing fault. */
+static int
+first_contact_fatal(CURLcode cc)
+{
+	return cc == CURLE_COULDNT_RESOLVE_HOST ||
+	    cc == CURLE_COULDNT_RESOLVE_PROXY ||
+	    cc == CURLE_COULDNT_CONNECT || cc == CURLE_SSL_CONNECT_ERROR;
+}
+
+static const char *
+first_contact_hint(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return "check the host name";
+	case CURLE_SSL_CONNECT_ERROR:
+		return "the TLS handshake failed; is this an http port, or "
+		    "does the server speak another TLS version?";
+	default:
+		return "check the host and port, and that the server runs";
+	}
+}
+
 /*
  * A request ended: any final status but 408, 429 and 5xx is its caller's
  * to judge; with no_retry, a transport error or a 5xx is too. 1 when p was
@@ -1069,7 +1166,7 @@ finish(struct part *p, CURLcode cc)
 {
 	struct sk__stream *s = p->s;
 	enum sk_retry_cause cause = SK_RETRY_CONNECT;
-	double delay, left, elapsed, tries_left;
+	double delay, left, elapsed, tries_left, rt;
 	curl_off_t ttfb = 0;
 	char why[SK_ERRMSG_MAX];
 	int retry = 0;
@@ -1183,6 +1280,11 @@ finish(struct part *p, CURLcode cc)
 		cause = SK_RETRY_STALL;
 		snprintf(why, sizeof why, "no byte for the stall timeout after "
 		    "%" PRIu64 " of %" PRIu64, p->have, p->len);
+	} else if (first_contact_fatal(cc) && !has_answered(p->easy)) {
+		fail_part(p, SK_ENETWORK, "%s: %s (not retried, as this "
+		    "server has not answered yet: %s)", s->display,
+		    p->curlerr[0] ? p->curlerr : curl_easy_strerror(cc),
+		    first_contact_hint(cc));
 	} else if (retryable_curl(cc, &cause)) {
 		retry = 1;
 		snprintf(why, sizeof why, "%s", p->curlerr[0] ? p->curlerr :
@@ -1217,7 +1319,7 @@ finish(struct part *p, CURLcode cc)
 	}
 	/* Exponential backoff with full jitter; Retry-After if longer. */
 	pthread_mutex_lock(&eng.mu);
-	left = eng.cfg.retry_time;
+	left = rt = eng.cfg.retry_time;
 	tries_left = eng.cfg.attempts - p->attempts;
 	pthread_mutex_unlock(&eng.mu);
 	elapsed = (double)(sk__now_ns() - p->t_first) / 1e9;
@@ -1234,6 +1336,14 @@ finish(struct part *p, CURLcode cc)
 		    "%.1f s: %s", s->display, p->attempts, elapsed, why);
 		hand_back(p, P_FAILED);
 		return;
+	}
+	if (!warned[cause]) {
+		/* Said once a kind at the default verbosity, so a long
+		 * silence has a reason; each retry is said with -v. */
+		warned[cause] = 1;
+		sk_log(SK_LOG_WARN, "retrying: %s (%s); a part that makes no "
+		    "progress is given up after %.0f s (--retry-time)",
+		    s->display, why, rt);
 	}
 	ADD(retries, 1);
 	ADD(cause[cause], 1);

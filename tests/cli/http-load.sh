@@ -150,18 +150,58 @@ is_sl_usage_error psz
 st_rc 2 stall verify "$U/in.json" --stall-timeout 0
 is_usage_error stall
 
-say "a server gone for good: a clear error within --retry-time + 5 s"
+say "a server that never answered: refused at once, with the reason"
 port=$(free_port)
 t0=$(date +%s)
-sl_rc 1 gone keys "http://127.0.0.1:$port/s/in.json" --batch 6 --retry-time 3
+sl_rc 1 gone keys "http://127.0.0.1:$port/s/in.json" --batch 6
 t1=$(date +%s)
 has gone.err "127.0.0.1:$port/s/in.json"
-has gone.err "gave up after"
-[ $((t1 - t0)) -le 8 ] || fail "the loader took $((t1 - t0)) s to give up"
+has gone.err "not retried, as this server has not answered yet"
+[ $((t1 - t0)) -le 2 ] || fail "the loader took $((t1 - t0)) s to give up"
+st_rc 1 gone2 verify "http://127.0.0.1:$port/s/in-000000.tar"
+has gone2.err "check the host and port"
+say "https on an http port, and a host with no address: refused at once"
 t0=$(date +%s)
-st_rc 1 gone2 verify "http://127.0.0.1:$port/s/in-000000.tar" --retry-time 3
+st_rc 1 tls ls "https://127.0.0.1:$HTTP_PORT/s/in.json"
+has tls.err "is this an http port"
+st_rc 1 dns ls "http://no-such-host.invalid/s/in.json"
+has dns.err "check the host name"
 t1=$(date +%s)
-has gone2.err "gave up after"
-[ $((t1 - t0)) -le 8 ] || fail "verify took $((t1 - t0)) s to give up"
+[ $((t1 - t0)) -le 4 ] || fail "took $((t1 - t0)) s to refuse"
+
+say "a server that answered, then is gone: retried, said once, given up"
+# It serves the manifest once (wait_port's bare connection aside) and
+# closes its socket: the shards' GETs
+# then find the port refused, as a restarting server's would be.
+port=$(free_port)
+python3 - "$port" "$M" >"$T/once.log" 2>&1 <<'PY' &
+import http.server, sys
+body = open(sys.argv[2], "rb").read()
+served = []
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        served.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+while not served:
+    s.handle_request()
+s.server_close()
+PY
+HTTP_PIDS+=($!)
+wait_port "$port"
+t0=$(date +%s)
+sl_rc 1 later keys "http://127.0.0.1:$port/s/in.json" --batch 6 \
+    --retry-time 3
+t1=$(date +%s)
+has later.err "gave up after"
+has later.err "retrying: "
+[ "$(grep -c 'retrying: ' "$T/later.err")" -eq 1 ] ||
+    { show later; fail "want one 'retrying:' line"; }
+[ $((t1 - t0)) -le 8 ] || fail "the loader took $((t1 - t0)) s to give up"
 
 train_like_disk trh "$M" "$U/in.json"
