@@ -485,6 +485,66 @@ print_version(void)
 	cli_exit(0);
 }
 
+/* Edits (insert, delete, change, swap two neighbours) from a to b, or
+ * more than max. */
+static int
+edits(const char *a, size_t na, const char *b, size_t nb, int max)
+{
+	int d[3][64], i, j, v, best;
+
+	if (na >= 63 || nb >= 63)
+		return max + 1;
+	for (j = 0; j <= (int)nb; j++)
+		d[0][j] = j;
+	for (i = 1; i <= (int)na; i++) {
+		int *r = d[i % 3], *p = d[(i + 2) % 3], *q = d[(i + 1) % 3];
+
+		r[0] = i;
+		best = i;
+		for (j = 1; j <= (int)nb; j++) {
+			v = p[j - 1] + (a[i - 1] != b[j - 1]);
+			if (p[j] + 1 < v)
+				v = p[j] + 1;
+			if (r[j - 1] + 1 < v)
+				v = r[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && q[j - 2] + 1 < v)
+				v = q[j - 2] + 1;
+			r[j] = v;
+			if (v < best)
+				best = v;
+		}
+		if (best > max)
+			return max + 1;
+	}
+	return d[na % 3][nb];
+}
+
+/* The long option closest to what was typed (--btach: batch), or NULL
+ * when none is a small slip away. */
+static const char *
+closest_option(const struct cli_option *const *all, int n, const char *arg)
+{
+	const char *best = NULL;
+	size_t len;
+	int i, d, max, bestd;
+
+	if (strncmp(arg, "--", 2) != 0)
+		return NULL;
+	arg += 2;
+	len = strcspn(arg, "=");
+	max = len < 5 ? 1 : 2;
+	bestd = max + 1;
+	for (i = 0; i < n; i++) {
+		d = edits(arg, len, all[i]->name, strlen(all[i]->name), max);
+		if (d < bestd) {
+			bestd = d;
+			best = all[i]->name;
+		}
+	}
+	return best;
+}
+
 int
 cli_parse(const struct cli_command *cmd, int argc, char **argv,
     cli_setter set, void *ctx)
@@ -524,8 +584,14 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 			    argv[optind - 1]);
 		}
 		if (c == '?') {
+			const char *near;
+
 			if (optopt != 0)
 				usage_error("-%c: unknown option", optopt);
+			if ((near = closest_option(all, n, argv[optind - 1])) !=
+			    NULL)
+				usage_error("%s: unknown option; did you mean "
+				    "--%s?", argv[optind - 1], near);
 			usage_error("%s: unknown option", argv[optind - 1]);
 		}
 		if (c >= 256)

@@ -231,7 +231,12 @@ has flag-maxsize2.err "shardtool pack: --max-size 12X: not a size such as 64M"
 st_rc 2 flag-noval pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --max-size
 has flag-noval.err "--max-size needs a value"
 st_rc 2 flag-gone pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --maxcount 5
-has flag-gone.err "--maxcount: unknown option"
+has flag-gone.err "--maxcount: unknown option; did you mean --max-count?"
+st_rc 2 flag-typo pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --max-szie=4M
+has flag-typo.err "--max-szie=4M: unknown option; did you mean --max-size?"
+st_rc 2 flag-far pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --zzzzzz
+has flag-far.err "--zzzzzz: unknown option"
+hasnt flag-far.err "did you mean"
 st_rc 2 flag-gone2 pack cifar10 "$T/c" -o "$T/out/x-%06d.tar" --shuffle 5
 has flag-gone2.err "--shuffle: unknown option"
 mkdir "$T/out-sz"
