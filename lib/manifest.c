@@ -427,6 +427,17 @@ sk_manifest_read(const char *path, struct sk_manifest *m,
 		path = shown;
 		if (rc != 0)
 			goto out;
+	} else if (strstr(path, "://") != NULL) {
+		/* file://, or a scheme the parser names as unsupported
+		 * (htp://...), not a file of that name that is not there. */
+		struct sk_url u;
+
+		if ((rc = sk_url_parse(path, &u, err)) != 0)
+			return rc;
+		text = read_text(u.path, &len, err);
+		sk_url_free(&u);
+		if (text == NULL)
+			return err != NULL ? err->code : SK_EIO;
 	} else if ((text = read_text(path, &len, err)) == NULL)
 		return err != NULL ? err->code : SK_EIO;
 	/* Duplicate keys: {"nsamples": 1, "nsamples": 9} means no one thing. */

@@ -139,6 +139,10 @@ grep -c ' /private/' "$T/nginx/access.log" >"$T/fb.count"
 say "unknown schemes, malformed URLs and bad flags"
 sl_rc 1 sch keys "ftp://127.0.0.1/x.tar" --batch 6
 has sch.err "unsupported URL scheme"
+# A manifest too: not "No such file or directory" for a typo'd scheme.
+sl_rc 1 schm keys "htp://127.0.0.1/s/in.json" --batch 6
+has schm.err "htp: unsupported URL scheme"
+sl fileman keys "file://$M" --batch 6
 sl_rc 1 mal keys "http:///x.tar" --batch 6
 has mal.err "no host"
 sl_rc 1 port keys "http://127.0.0.1:99999/x.tar" --batch 6
