@@ -66,6 +66,19 @@ cli_heap_tune(void)
 #endif
 }
 
+int
+cli_decimals(double v)
+{
+	int d = 2;
+
+	while (v > 0 && v < 1 && d < 9) {
+		v *= 10;
+		if (v < 1)
+			d++;
+	}
+	return v > 0 && d > 2 ? d + 1 : d;
+}
+
 const char *
 cli_prog(void)
 {

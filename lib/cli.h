@@ -36,6 +36,10 @@ const char *cli_prog(void);
 /* Keep the few-MB blocks the tools pass between threads in the heap (see
  * cli.c); call first thing in main. */
 void cli_heap_tune(void);
+/* Decimals for "%.*f" that show v (>= 0): 2, or three significant digits
+ * under 0.1 (0.00418, 0.0312): a tiny model's 0.004 GFLOPs an image is
+ * not "0.00". */
+int cli_decimals(double v);
 
 /*
  * A hook run before die() and usage_error() exit (shardtrain closes MPI

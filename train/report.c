@@ -273,9 +273,10 @@ report_print(const struct run_result *res, const struct train_config *cfg)
 	}
 	printf("%-16s %.3f -> %.3f\n", "loss", res->first_loss,
 	    res->last_loss);
-	printf("%-16s %s, %s, %.2fM params, %.2f GFLOPs/image\n", "model",
+	printf("%-16s %s, %s, %.*fM params, %.*f GFLOPs/image\n", "model",
 	    cfg->model.name, strategy_name(cfg->strategy),
-	    (double)res->params / 1e6, res->gflops_per_image);
+	    cli_decimals(res->params / 1e6), (double)res->params / 1e6,
+	    cli_decimals(res->gflops_per_image), res->gflops_per_image);
 	printf("%-16s %.1f MiB params + grads + optimizer per rank, peak RSS "
 	    "%.1f MiB\n", "memory", res->peak_param_bytes / 1048576.0,
 	    res->peak_rss_bytes / 1048576.0);

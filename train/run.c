@@ -1022,8 +1022,9 @@ train_run(struct train_config *cfg, struct comm *c, struct run_result *res)
 		    cfg->batch / r->world, cfg->batch);
 	else
 		snprintf(batch, sizeof batch, "batch %d", cfg->batch);
-	say(r, "%s (%.2fM params, %.2f GFLOPs/image) on %s, %s x %d rank%s, "
-	    "%s, %ld steps", cfg->model.name, res->params / 1e6,
+	say(r, "%s (%.*fM params, %.*f GFLOPs/image) on %s, %s x %d rank%s, "
+	    "%s, %ld steps", cfg->model.name, cli_decimals(res->params / 1e6),
+	    res->params / 1e6, cli_decimals(res->gflops_per_image),
 	    res->gflops_per_image, cfg->backend, strategy_name(cfg->strategy),
 	    r->world, r->world > 1 ? "s" : "", batch, total);
 

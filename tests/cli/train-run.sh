@@ -20,6 +20,9 @@ trn vit "${TINY_VIT[@]}" --batch 16 --steps 30 --json "$T/vit.json" \
     --losses "$T/vit.loss" --log-every 10
 has vit.err "step 30/30"
 has vit.out "COMPUTE-BOUND"
+# A tiny model's size and work show digits, not 0.00.
+grep -E "^model .*, 0\.0[0-9]{2,}M params, 0\.0[0-9]{2,} GFLOPs/image" \
+    "$T/vit.out" >/dev/null || { show vit; fail "model line without digits"; }
 [ "$(jget "$T/vit.json" result.verdict)" = compute-bound ] ||
     fail "synthetic data was not judged compute-bound"
 [ "$(jget "$T/vit.json" result.steps)" = 30 ] || fail "steps in the JSON"
