@@ -575,6 +575,34 @@ stat_object(const char *meta, const char *display, char gen[32],
 	return rc;
 }
 
+/*
+ * A 404 for an object or a listing whose answer does not say which is
+ * missing (the emulator answers with no body): when the bucket itself is
+ * missing (buckets.get is a 404 too), say so, naming it, as S3's
+ * NoSuchBucket does. err is rewritten only then.
+ */
+static void
+name_missing_bucket(const char *bucket, const char *display,
+    struct sk_error *err)
+{
+	struct sk__req r;
+	struct sk_error e2;
+	char *url;
+
+	if (err == NULL || err->code != SK_ENOENT ||
+	    strstr(err->msg, "no such bucket") != NULL ||
+	    (url = sk__asprintf("%s/storage/v1/b/%s", gcs.endpoint,
+	    bucket)) == NULL)
+		return;
+	if (gcs_request(&r, "GET", url, display, NULL, NULL, 0, SMALL_MAX,
+	    &e2) == 0)
+		sk__req_free(&r);
+	else if (e2.code == SK_ENOENT)
+		sk_error_set(err, SK_ENOENT, "%s: HTTP 404: no such bucket %s "
+		    "at %s", display, bucket, gcs.endpoint);
+	free(url);
+}
+
 /* The object's JSON API URL into *meta, once credentials are found. */
 static int
 object_url(sk_source *s, const struct sk_url *u, char **meta)
@@ -617,6 +645,7 @@ gs_open_ahead(sk_source *s, const struct sk_url *u, uint64_t hint)
 		return rc;
 	if ((rc = stat_object(meta, s->url, gen, &size, &err)) != 0) {
 		free(meta);
+		name_missing_bucket(u->host, s->url, &err);
 		return sk__fail(&s->h, rc, "%s", err.msg);
 	}
 	if ((url = sk__asprintf("%s?alt=media&generation=%s", meta, gen)) ==
@@ -749,8 +778,10 @@ gs_list_entries(const struct sk_url *u, const char *url,
 			break;
 		}
 		if ((rc = gcs_request(&r, "GET", q, url, NULL, NULL, 0,
-		    LIST_PAGE_MAX, err)) != 0)
+		    LIST_PAGE_MAX, err)) != 0) {
+			name_missing_bucket(u->host, url, err);
 			break;
+		}
 		rc = sk__gcs_parse_list(r.resp, r.resp_len, u->path, url, out,
 		    &next, err);
 		sk__req_free(&r);

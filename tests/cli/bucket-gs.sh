@@ -113,6 +113,7 @@ has noobj.err "gs://data/in/nope.tar"
 has noobj.err "no such"
 st_rc 1 nobucket ls "gs://no-such-bucket/x/in-000000.tar"
 has nobucket.err "gs://no-such-bucket/x/in-000000.tar"
+has nobucket.err "no such bucket no-such-bucket"
 st_rc 1 nolist ls "gs://no-such-bucket/x/"
-has nolist.err "no-such-bucket"
+has nolist.err "no such bucket no-such-bucket"
 echo ok
