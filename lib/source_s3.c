@@ -368,9 +368,17 @@ s3_explain(void *ctx, long status, const char *body, size_t len,
 		    s3.c.endpoint, e.message[0] ? e.message : "no message");
 		return SK_EACCES;
 	}
+	if (status == 404 && e.code[0] == '\0' && len > 0) {
+		/* S3 answers a missing key with <Error><Code>NoSuchKey; an
+		 * HTML page or plain text is another kind of server. */
+		snprintf(msg, n, "%s: HTTP 404, and the answer is not an S3 "
+		    "error: is %s an S3 endpoint? (AWS_ENDPOINT_URL_S3, "
+		    "AWS_ENDPOINT_URL)", display, s3.c.endpoint);
+		return SK_ENOENT;
+	}
 	if (status == 404) {
-		snprintf(msg, n, "%s: HTTP 404 %s: no such object", display,
-		    e.code[0] ? e.code : "NoSuchKey");
+		snprintf(msg, n, "%s: HTTP 404%s%s: no such object", display,
+		    e.code[0] ? " " : "", e.code);
 		return SK_ENOENT;
 	}
 	if (status == 401 || status == 403) {

@@ -72,6 +72,14 @@ has empty.err "HTTP 403: access denied"
 st_rc 1 nobucket ls "${fast[@]}" "s3://other/a/s-000000.tar"
 has nobucket.err "NoSuchBucket"
 
+say "an endpoint that is not S3 (nginx's HTML 404) says so"
+mkdir -p "$T/www"
+http_start "$T/www"
+AWS_ENDPOINT_URL_S3=$HTTP_URL st_rc 1 nots3 ls "${fast[@]}" \
+    "s3://bucket/a/s-000000.tar"
+has nots3.err "the answer is not an S3 error: is $HTTP_URL an S3 endpoint?"
+hasnt nots3.err "NoSuchKey"
+
 say "pack and the loader say the same"
 synth_imagenet "$T/i" --classes 2 --per-class 4 --val 2 --seed 3
 st_rc 1 packskew pack imagenet "$T/i" "${fast[@]}" -o "s3://skew/p/p-%03d.tar"
