@@ -44,6 +44,51 @@ struct how {
 	const char *version;	/* non-NULL: pinned, hint is the size */
 };
 
+/*
+ * A remote object that is not there, or not an object, is often a folder
+ * named without its '/' or a shell glob: say which, after the message.
+ * Only on failure: a glob costs nothing, a folder one listing.
+ */
+static void
+hint_missing(sk_source *s, int rc)
+{
+	struct sk__entries e = { 0 };
+	struct sk_error lerr;
+	struct sk_url u;
+	const char *tail;
+	char *dir;
+	size_t len;
+
+	/* Not after a network failure: the listing would wait as long. */
+	if ((rc != SK_ENOENT && rc != SK_EIO) ||
+	    sk_url_parse(s->url, &u, &lerr) != 0)
+		return;
+	if (u.scheme == SK_SCHEME_FILE)
+		goto out;
+	tail = strrchr(u.path, '/');
+	tail = tail != NULL ? tail + 1 : u.path;
+	len = strlen(s->h.err.msg);
+	if (strcspn(tail, "*?[") < strlen(tail)) {
+		snprintf(s->h.err.msg + len, sizeof s->h.err.msg - len, " (a "
+		    "URL is not a glob: name shards with braces, as in "
+		    "in-{000000..000014}.tar, or list the folder)");
+		goto out;
+	}
+	/* A folder: no '.' in its last segment, and it lists. */
+	if (*tail == '\0' || strchr(tail, '.') != NULL ||
+	    (u.scheme == SK_SCHEME_HTTP || u.scheme == SK_SCHEME_HTTPS ?
+	    strchr(tail, '?') != NULL : rc != SK_ENOENT) ||
+	    (dir = sk__asprintf("%s/", s->url)) == NULL)
+		goto out;
+	if (sk__source_list_entries(dir, &e, &lerr) == 0 && e.n > 0)
+		snprintf(s->h.err.msg + len, sizeof s->h.err.msg - len,
+		    " (a folder: did you mean %s/?)", s->url);
+	sk__entries_free(&e);
+	free(dir);
+out:
+	sk_url_free(&u);
+}
+
 static int
 source_open(sk_source **out, const char *url, const struct how *how)
 {
@@ -85,6 +130,8 @@ source_open(sk_source **out, const char *url, const struct how *how)
 	} else if ((rc = s->ops->open(s, &u)) != 0)
 		s->h.state = SK__STATE_FATAL;
 	sk_url_free(&u);
+	if (rc != 0 && how->version == NULL)
+		hint_missing(s, rc);
 	return rc;
 }
 
@@ -127,8 +174,10 @@ sk__source_ready(sk_source *s)
 
 	if ((rc = sk__check(&s->h, SK__MAGIC_SOURCE, __func__)) != 0)
 		return rc;
-	if (s->ops->ready != NULL && (rc = s->ops->ready(s)) != 0)
+	if (s->ops->ready != NULL && (rc = s->ops->ready(s)) != 0) {
 		s->h.state = SK__STATE_FATAL;
+		hint_missing(s, rc);
+	}
 	return rc;
 }
 

@@ -143,6 +143,11 @@ has sch.err "unsupported URL scheme"
 sl_rc 1 schm keys "htp://127.0.0.1/s/in.json" --batch 6
 has schm.err "htp: unsupported URL scheme"
 sl fileman keys "file://$M" --batch 6
+# An nginx folder without its '/' (a redirect to the listing) and a glob.
+st_rc 1 noslash ls "$U"
+has noslash.err "a folder: did you mean $U/?"
+st_rc 1 glob ls "$U/*.tar"
+has glob.err "a URL is not a glob"
 sl_rc 1 mal keys "http:///x.tar" --batch 6
 has mal.err "no host"
 sl_rc 1 port keys "http://127.0.0.1:99999/x.tar" --batch 6
