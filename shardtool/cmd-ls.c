@@ -92,10 +92,11 @@ ls_shard(const char *url, int long_format)
 }
 
 /*
- * A folder that holds no shards, listed as aws s3 ls and gcloud storage ls
- * list one: "PRE name/" for a sub-folder, then the objects (with -l their
- * time and size). 0 when url holds shards (the caller lists their
- * samples), 1 when it was listed here, -1 when it could not be.
+ * A remote folder that holds no shards, listed as aws s3 ls and gcloud
+ * storage ls list one: "PRE name/" for a sub-folder, then the objects
+ * (with -l their time and size). 0 when url holds shards or is local (the
+ * caller lists their samples), 1 when it was listed here, -1 when it
+ * could not be.
  */
 static int
 ls_folder(const char *url, int long_format)
@@ -108,6 +109,8 @@ ls_folder(const char *url, int long_format)
 	size_t i;
 	int rc = 1;
 
+	if (strstr(url, "://") == NULL || strncmp(url, "file://", 7) == 0)
+		return 0;	/* a local folder: its shards, as before */
 	if (sk__source_list_entries(url, &e, &err) != 0) {
 		warn("%s", err.msg);
 		sk__entries_free(&e);
