@@ -637,6 +637,60 @@ sk__parse_crange(const char *v, uint64_t *a, uint64_t *b, uint64_t *t)
  * sets the size and the version. Called with s->mu held. Returns 0 or a
  * failure code (the transfer is then aborted and not retried).
  */
+/*
+ * The first part's answer was 200 with the whole object (t bytes): the
+ * server ignores Range, as python3 -m http.server does. Rather than fail,
+ * read the shard as webdataset's pipe:curl would, with that one GET: the
+ * part grows to the object (bytes are held as they arrive, so a lying
+ * Content-Length costs only what was sent), the other parts go, and no
+ * more are asked for. A retry starts from the first byte. Said once a
+ * process. The caller holds s->mu.
+ */
+#define WHOLE_OBJECT_MAX	((uint64_t)4 << 30)
+
+static int
+whole_object(struct part *p, uint64_t t)
+{
+	static int said;
+	struct sk__stream *s = p->s;
+	int i;
+
+	if (t > WHOLE_OBJECT_MAX)
+		return fail_part(p, SK_EUNSUPPORTED, "%s: the server ignores "
+		    "byte ranges, and the object (%" PRIu64 " bytes) is more "
+		    "than %" PRIu64 " to read with one GET", s->display, t,
+		    WHOLE_OBJECT_MAX), -1;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		sk_log(SK_LOG_WARN, "%s: the server ignores byte ranges: each "
+		    "shard is read with one plain GET, held whole in memory, "
+		    "and a broken transfer starts again from its first byte",
+		    s->display);
+	/* Its buffer holds the object from the start: bytes below have
+	 * never move while a reader may point into them, so no realloc. */
+	if (p->have == 0 && p->cap < t) {
+		uint8_t *nb = malloc((size_t)t + 1);
+
+		if (nb == NULL)
+			return fail_part(p, SK_ENOMEM, "%s: out of memory for "
+			    "the whole object (%" PRIu64 " bytes; the server "
+			    "ignores byte ranges)", s->display, t), -1;
+		pool_put(p->buf, p->cap);
+		p->buf = nb;
+		p->cap = (size_t)t;
+	} else if (p->cap < t)
+		return fail_part(p, SK_EUNSUPPORTED, "%s: the server ignores "
+		    "byte ranges", s->display), -1;
+	p->whole = 1;
+	p->len = t;
+	s->norange = 1;
+	for (i = 1; i < s->nwin; i++)
+		sk__part_drop(s, s->win[i]);
+	if (s->nwin > 0 && s->win[0] == p)
+		s->nwin = 1;
+	s->next_off = t;
+	return 0;
+}
+
 static int
 check_response(struct part *p)
 {
@@ -663,12 +717,24 @@ check_response(struct part *p)
 			    s->display, want, a);
 	} else if (want > 0 && !p->whole) {
 		/* Range ignored: every part would fetch the object from its
-		 * first byte again, a quadratic cost. Say so instead. */
+		 * first byte again, a quadratic cost. A stream's later parts
+		 * give way to its first, which reads the whole object
+		 * (below); a read that went back, or a cache's range, says
+		 * so instead. */
+		if (s->norange || (p->off > 0 && !p->range && !s->meta &&
+		    p->again == 0))
+			return fail_part(p, SK_ECANCELED, "%s: the server "
+			    "ignores byte ranges: bytes from %" PRIu64 " come "
+			    "with the whole object's GET", s->display, want);
 		return fail_part(p, SK_EUNSUPPORTED, "%s: the server ignores "
 		    "byte ranges (HTTP 200 for bytes from %" PRIu64 "); shards "
 		    "are read in ranged parts", s->display, want);
-	} else
+	} else {
 		t = p->clength >= 0 ? (uint64_t)p->clength : UINT64_MAX;
+		if (p->off == 0 && !p->whole && !p->range && !s->meta &&
+		    t != UINT64_MAX && t > p->len && whole_object(p, t) != 0)
+			return -1;
+	}
 	if (s->learn) {
 		/* Opened at a size a listing gave, with no version: the
 		 * first response names it for every later one. */
@@ -807,6 +873,14 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	ADD(bytes, len);
 	if (p->complete || len == 0)
 		return size * n;
+	if (p->skip > 0) {
+		take = len < p->skip ? len : (size_t)p->skip;
+		p->skip -= take;
+		data += take;
+		len -= take;
+		if (len == 0)
+			return size * n;
+	}
 	room = p->len - p->have;
 	if (p->whole && len > p->cap - p->have) {
 		if (p->have + len > p->len)
@@ -920,8 +994,12 @@ start_attempt(struct part *p)
 	p->elen = 0;
 	p->rhlen = 0;
 	/* A whole resource is asked for without a range: a retry starts
-	 * it over rather than appending a second copy. */
-	if (p->whole)
+	 * it over rather than appending a second copy; a shard's bytes in
+	 * hand stay put (readers hold pointers into them) and are skipped
+	 * in the new answer. */
+	if (p->whole && s->norange && p->req == NULL)
+		p->skip = p->have;
+	else if (p->whole)
 		p->have = 0;
 	p->attempt_have = p->have;
 	p->clength = -1;
@@ -1065,6 +1143,12 @@ hand_back(struct part *p, int state)
 	p->state = state;
 	p->engine = 0;
 	s->inflight--;
+	/* A later part that gave way to a whole GET is no error. */
+	if (state == P_FAILED && p->code == SK_ECANCELED && p->off > 0) {
+		p->state = P_DONE;
+		p->len = p->have = 0;
+		state = P_DONE;
+	}
 	if (state == P_FAILED && !s->meta) {
 		/* The reader waiting for the size takes this error. */
 		s->meta = -1;

@@ -62,6 +62,10 @@ struct part {
 	int stalled;		/* the engine cut it for want of bytes */
 	long status;		/* of the current response */
 	int checked;		/* the response's head was judged */
+	uint64_t skip;		/* a whole GET of a norange stream sent
+				 * again: its first bytes, which the part
+				 * has and a reader may be reading, are
+				 * dropped, not written over */
 	uint64_t again;		/* its leading bytes the stream had before
 				 * (a read went back): fetched twice */
 	int complete;		/* all len bytes came, the rest is dropped */
@@ -104,6 +108,8 @@ struct sk__stream {
 				 * response's ETag and Last-Modified become
 				 * the version */
 	const int *cancel;	/* the opener's sk__cancel_flag, or NULL */
+	int norange;		/* the server ignores Range: the first part
+				 * became one whole GET of the object */
 };
 
 /* SigV4: the SHA-256 of an empty payload. */

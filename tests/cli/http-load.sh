@@ -159,6 +159,25 @@ is_sl_usage_error psz
 st_rc 2 stall verify "$U/in.json" --stall-timeout 0
 is_usage_error stall
 
+say "a server that ignores Range (python3 -m http.server): whole GETs"
+port=$(free_port)
+(cd "$T/www" && exec python3 -m http.server "$port" --bind 127.0.0.1) \
+    >"$T/pyhttp.log" 2>&1 &
+HTTP_PIDS+=($!)
+wait_port "$port"
+sl norange keys "http://127.0.0.1:$port/s/in.json" "${opts[@]}" --workers 2
+cmp -s "$T/ref.out" "$T/norange.out" || fail "a range-less server differs"
+[ "$(grep -c 'ignores byte ranges' "$T/norange.err")" -eq 1 ] ||
+    { show norange; fail "want one warning"; }
+# Broken transfers of those whole GETs start over and skip what is in.
+proxy_start "$port" --ttfb 0 --conn-rate 0 --total-rate 0 --seed 3 \
+    --fault-rate 0.3 --faults reset,short
+sl norangef keys "$PROXY_URL/s/in.json" "${opts[@]}" --workers 2 \
+    --retry-time 20
+cmp -s "$T/ref.out" "$T/norangef.out" ||
+    fail "a range-less server with faults differs"
+grep -q "retrying: " "$T/norangef.err" || { show norangef; fail "no retry"; }
+
 say "a server that never answered: refused at once, with the reason"
 port=$(free_port)
 t0=$(date +%s)
