@@ -4,8 +4,12 @@
 # shardtrain and shardfs, every command's --help exits 0 and every long
 # option it prints appears in the tool's man page (curl's test1139); -V,
 # --version, "help COMMAND", an unknown option, a missing value, a bad
-# size and an unknown command read the same in every tool; and mandoc
-# -Tlint finds nothing above STYLE in any page.
+# size and an unknown command read the same in every tool; the pages say
+# what is built: every URL scheme lib/url.c takes, the remote option group
+# as --help names it, every environment variable the library and the
+# bucket tools read (found in their sources), and no "not built into" or
+# "this version does not read"; and mandoc -Tlint finds nothing above
+# STYLE in any page.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 : "${SHARDTRAIN:?SHARDTRAIN is not set; run the test through make check}"
@@ -172,6 +176,127 @@ say "shardkit-cli.7 documents the conventions"
 render shardkit-cli.7
 in_page shardkit-cli.7 schema --batch --global-batch --workers --quiet \
     --verbose --version _bytes _seconds _per_second
+
+# --------------------------------------------------------------------------
+# The pages say what is built (issue 27: they said gs:// and s3:// did not
+# exist long after they did). What the code accepts is read from the code
+# here, so a page cannot fall behind it unseen. Every finding goes into
+# $T/untrue and the test fails once, listing them all.
+pages="shardtool.1 shardload.1 shardtrain.1 shardfs.1 shardkit.3 shardkit.5
+    shardkit-cli.7"
+: >"$T/untrue"
+untrue() { echo "  $*" >>"$T/untrue"; }
+for p in $pages; do
+	render "$p"
+	# One line, spaces squeezed, as a phrase may break across lines; and
+	# "http(s)://" or "http[s]://" names both schemes.
+	tr -s ' \n' '  ' <"$T/$p.txt" |
+	    sed 's#http[[(]s[])]://#http:// https://#g' >"$T/$p.flat"
+done
+
+say "every URL scheme sk_url_parse takes is in the pages of what takes URLs"
+# The names sk_scheme_name gives, in lib/url.c: file, http, https, gs, s3.
+schemes=$(grep 'names\[\] = {' "$top_srcdir/lib/url.c" | head -1 |
+    grep -o '"[a-z0-9]*"' | tr -d '"')
+[ "$(echo "$schemes" | wc -w)" -ge 5 ] ||
+    fail "cannot read the URL schemes from lib/url.c: $schemes"
+netschemes=$(echo "$schemes" | grep -vx file)
+for p in shardtool.1 shardload.1 shardtrain.1 shardkit.3 shardkit.5 \
+    shardkit-cli.7 shardfs.1; do
+	# shardfs mounts the network only: no file://.
+	want=$schemes
+	[ "$p" = shardfs.1 ] && want=$netschemes
+	for s in $want; do
+		grep -qF -- "$s://" "$T/$p.flat" ||
+		    untrue "$p: never names $s://, which the tool takes"
+	done
+done
+
+say "each tool's remote option group is named in its page as --help names it"
+# The group lists every scheme but file; the page and shardkit-cli(7) name
+# it the same way, so neither can say the group is http(s) only.
+group_in_page() {
+	local tag=$1 page=$2 group s
+	no_sanitizer_report "$tag"
+	group=$(sed -n 's/^\(remote ([^)]*)\):$/\1/p' "$T/$tag.out")
+	[ -n "$group" ] || fail "$tag: --help prints no 'remote (...):' group"
+	for s in $netschemes; do
+		echo "$group" | grep -qw -- "$s" ||
+		    untrue "$tag: --help's group '$group' does not name $s"
+	done
+	grep -qiF -- "$group" "$T/$page.flat" ||
+	    untrue "$page: does not name the option group '$group'"
+	grep -qiF -- "$group" "$T/shardkit-cli.7.flat" ||
+	    untrue "shardkit-cli.7: does not name the option group '$group'"
+}
+run_rc 0 grp-st "$SHARDTOOL" ls --help
+group_in_page grp-st shardtool.1
+run_rc 0 grp-stp "$SHARDTOOL" pack --help
+group_in_page grp-stp shardtool.1
+run_rc 0 grp-sl "$SHARDLOAD" bench --help
+group_in_page grp-sl shardload.1
+run_rc 0 grp-tr "$SHARDTRAIN" --help
+group_in_page grp-tr shardtrain.1
+if [ -n "${SHARDFS:-}" ] && [ -x "$SHARDFS" ]; then
+	run_rc 0 grp-fs "$SHARDFS" --help
+	group_in_page grp-fs shardfs.1
+fi
+
+say "every environment variable the library and the tools read is in a page"
+# From the sources of the library (lib/, loader/) and of the tools that
+# read buckets (shardtool/, fuse/): each getenv("NAME"); and where a file
+# calls getenv() with anything but a literal, the name comes from
+# elsewhere in it (aws.c's env("HOME") and aws_file("AWS_CONFIG_FILE", ..),
+# cli.c's table of launcher variables, shardfs.c's list of paths made
+# absolute), so every literal there spelled like a variable counts: one
+# with an underscore, or a capitalised first argument of a call. A literal
+# that is no variable would need a line here saying why it is left out;
+# there is none.
+env_names() {
+	local f
+	for f in "$top_srcdir"/lib/*.c "$top_srcdir"/loader/*.c \
+	    "$top_srcdir"/shardtool/*.c "$top_srcdir"/fuse/*.c; do
+		grep -q 'getenv(' "$f" || continue
+		grep -o 'getenv("[A-Za-z_][A-Za-z0-9_]*")' "$f" |
+		    sed 's/getenv("\(.*\)")/\1/'
+		if grep -q 'getenv([^"]' "$f"; then
+			grep -o '"[A-Z][A-Z0-9]*_[A-Z0-9_]*"' "$f" | tr -d '"'
+			grep -o '[a-z_](\s*"[A-Z][A-Z0-9_]*"' "$f" |
+			    sed 's/.*"\(.*\)"/\1/'
+		fi
+	done | sort -u
+}
+envs=$(env_names)
+for v in AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE HOME SHARDKIT_LOG \
+    STORAGE_EMULATOR_HOST SLURM_NTASKS TMPDIR; do
+	# The collection itself is checked: these it must find.
+	echo "$envs" | grep -qx "$v" ||
+	    fail "the sources read $v, but the test did not find it"
+done
+cat "$T"/*.flat >"$T/all.flat"
+for v in $envs; do
+	grep -q -- "\(^\|[^A-Za-z0-9_]\)$v\([^A-Za-z0-9_-]\|$\)" \
+	    "$T/all.flat" || untrue "no page: $v, which the code reads"
+done
+
+say "no page says that a built feature is missing"
+# What the pages said of gs:// and s3:// while both were built. A true
+# statement of what is not built ("fp16 is not in this version") is not
+# one of these.
+for p in $pages; do
+	for phrase in "not built into" "this version does not" \
+	    "this version reads" "are parsed, but" "parsed and expanded, but" \
+	    "does not read them"; do
+		if grep -qiF -- "$phrase" "$T/$p.flat"; then
+			untrue "$p: says \"$(grep -oiF -- "$phrase" \
+			    "$T/$p.flat" | head -1)\""
+		fi
+	done
+done
+if [ -s "$T/untrue" ]; then
+	awk '!seen[$0]++' "$T/untrue" >&2
+	fail "the pages are not true to the code: the findings above"
+fi
 
 say "mandoc -Tlint: no messages above STYLE in any page"
 set +e
