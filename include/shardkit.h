@@ -206,6 +206,13 @@ int sk_object_put(const char *url, const void *data, size_t len,
     struct sk_error *err);
 int sk_object_put_file(const char *url, const char *path,
     struct sk_error *err);
+/* The same, unless the object already holds the file's bytes, as its
+ * size and MD5 say (S3: the ETag, a multipart one computed at this
+ * process's part size; GCS: md5Hash): then nothing is sent and *skipped
+ * is 1. As aws s3 sync does, so a stopped pack run again sends only what
+ * is missing or different. */
+int sk_object_sync_file(const char *url, const char *path, int *skipped,
+    struct sk_error *err);
 /* Delete the object at url (gs:// or s3://); none there is SK_ENOENT. */
 int sk_object_delete(const char *url, struct sk_error *err);
 

@@ -82,6 +82,11 @@ struct sk__source_ops {
 	    uint64_t size, struct sk_error *err);
 	int (*del)(const struct sk_url *u, const char *url,
 	    struct sk_error *err);
+	/* Optional: whether the object url holds exactly these size bytes
+	 * (by its size and MD5, as the store keeps them), into *same; 0,
+	 * or < 0 with err set. A missing object is 0 with *same 0. */
+	int (*same)(const struct sk_url *u, const char *url, const void *data,
+	    uint64_t size, int *same, struct sk_error *err);
 };
 
 struct sk_source {
@@ -168,6 +173,8 @@ int sk__read_whole(const char *url, size_t max, char **out, size_t *len,
 
 /* The first 16 bytes of an MD5 digest as 32 hex digits and a NUL. */
 void sk__md5_hex(const unsigned char *digest, char out[33]);
+/* The hex MD5 of size bytes at data. */
+void sk__md5_of(const void *data, uint64_t size, char out[33]);
 
 /* RFC 3986 unreserved characters pass (and '/' when keep_slash); the
  * rest is %XX. malloc'd, NULL when out of memory. */

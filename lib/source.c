@@ -625,9 +625,33 @@ sk_object_delete(const char *url, struct sk_error *err)
 int
 sk_object_put_file(const char *url, const char *path, struct sk_error *err)
 {
+	return sk_object_sync_file(url, path, NULL, err);
+}
+
+/* The object already holds exactly data: 1; not (or not there): 0. */
+static int
+object_same(const char *url, const void *data, uint64_t size, int *same,
+    struct sk_error *err)
+{
+	const struct sk__source_ops *ops;
+	struct sk_url u;
+	int rc;
+
+	*same = 0;
+	if ((ops = bucket_ops(url, &u, err)) == NULL)
+		return err->code;
+	rc = ops->same != NULL ? ops->same(&u, url, data, size, same, err) : 0;
+	sk_url_free(&u);
+	return rc;
+}
+
+int
+sk_object_sync_file(const char *url, const char *path, int *skipped,
+    struct sk_error *err)
+{
 	struct stat st;
 	void *map = NULL;
-	int fd, rc;
+	int fd, rc, same = 0;
 
 	/* Only a regular file, never through a link. */
 	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
@@ -646,8 +670,20 @@ sk_object_put_file(const char *url, const char *path, struct sk_error *err)
 		return rc;
 	}
 	close(fd);
-	rc = sk_object_put(url, st.st_size > 0 ? map : "",
-	    (size_t)st.st_size, err);
+	/* A store that will not say (no read permission, a failed HEAD)
+	 * gets the upload, as if nothing were there. */
+	rc = 0;
+	if (skipped != NULL) {
+		*skipped = 0;
+		if (object_same(url, st.st_size > 0 ? map : "",
+		    (uint64_t)st.st_size, &same, err) == 0 && same)
+			*skipped = 1;
+		else
+			same = 0;
+	}
+	if (!same)
+		rc = sk_object_put(url, st.st_size > 0 ? map : "",
+		    (size_t)st.st_size, err);
 	if (st.st_size > 0)
 		munmap(map, (size_t)st.st_size);
 	return rc;
@@ -798,6 +834,16 @@ sk_source_list_shards(const char *url, struct sk_strlist *out,
 		rc = sk_error_set(err, SK_ENOENT, "%s: no .tar files in this "
 		    "folder", url);
 	return rc;
+}
+
+void
+sk__md5_of(const void *data, uint64_t size, char out[33])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+
+	EVP_Digest(data, (size_t)size, md, &len, EVP_md5(), NULL);
+	sk__md5_hex(md, out);
 }
 
 void

@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "internal.h"
 #include "cloud.h"
@@ -993,6 +994,48 @@ gs_put(const struct sk_url *u, const char *url, const void *data,
 	return rc;
 }
 
+/* Whether gs://bucket/name holds these bytes: its metadata's size and
+ * md5Hash (base64; a composite object has none, and reads as different). */
+static int
+gs_same(const struct sk_url *u, const char *url, const void *data,
+    uint64_t size, int *same, struct sk_error *err)
+{
+	struct sk__req r;
+	json_t *root;
+	const char *sz, *b64;
+	unsigned char md[64];
+	char *meta = NULL, *name, have[33], want[33];
+	int rc, n;
+
+	*same = 0;
+	if ((rc = gcs_creds(err)) != 0)
+		return rc;
+	if ((name = sk__uri_escape(u->path, 0)) == NULL ||
+	    (meta = sk__asprintf("%s/storage/v1/b/%s/o/%s", gcs.endpoint,
+	    u->host, name)) == NULL) {
+		free(name);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	free(name);
+	rc = gcs_request(&r, "GET", meta, url, NULL, NULL, 0, SMALL_MAX, err);
+	free(meta);
+	if (rc != 0)
+		return rc == SK_ENOENT ? 0 : rc;
+	root = json_loadb(r.resp, r.resp_len, 0, NULL);
+	sk__req_free(&r);
+	sz = json_string_value(json_object_get(root, "size"));
+	b64 = json_string_value(json_object_get(root, "md5Hash"));
+	if (sz != NULL && b64 != NULL && strlen(b64) == 24 &&
+	    strtoull(sz, NULL, 10) == size &&
+	    (n = EVP_DecodeBlock(md, (const unsigned char *)b64, 24)) >= 16) {
+		sk__md5_hex(md, have);
+		sk__md5_of(data, size, want);
+		*same = strcmp(have, want) == 0;
+	}
+	json_decref(root);
+	return 0;
+}
+
 static int
 gs_del(const struct sk_url *u, const char *url, struct sk_error *err)
 {
@@ -1028,4 +1071,5 @@ const struct sk__source_ops sk__source_gs_ops = {
 	.list_entries = gs_list_entries,
 	.put = gs_put,
 	.del = gs_del,
+	.same = gs_same,
 };

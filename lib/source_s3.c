@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <expat.h>
+#include <openssl/evp.h>
 
 #include "internal.h"
 #include "cloud.h"
@@ -741,6 +743,76 @@ mpu_part_size(void)
 	    cfg.part_size;
 }
 
+/* The part size and count of a multipart upload of size bytes. */
+static void
+mpu_layout(uint64_t size, uint64_t *psize, int *nparts)
+{
+	*psize = mpu_part_size();
+	while ((size + *psize - 1) / *psize > MPU_PARTS_MAX)
+		*psize *= 2;
+	*nparts = (int)((size + *psize - 1) / *psize);
+}
+
+/*
+ * Whether s3://bucket/key holds these bytes: a HEAD's size, then its ETag,
+ * which S3 makes the MD5 of a single-part upload, and for a multipart one
+ * "MD5(the parts' MD5s)-N": computed here for this process's part size, so
+ * an object uploaded with another part size reads as different and is
+ * sent again, never wrongly kept.
+ */
+static int
+s3_same(const struct sk_url *u, const char *url, const void *data,
+    uint64_t size, int *same, struct sk_error *err)
+{
+	struct sk__req r;
+	char etag[128], len[32], want[48], hex[33], *q, *end;
+	unsigned char md[16];
+	uint64_t psize, off;
+	size_t n;
+	int rc, nparts, i;
+	EVP_MD_CTX *c;
+
+	*same = 0;
+	if ((rc = s3_request(&r, "HEAD", u->host, u->path, url, NULL, NULL, 0,
+	    SMALL_MAX, err)) != 0)
+		return rc == SK_ENOENT ? 0 : rc;
+	if (sk__req_header(&r, "Content-Length", len, sizeof len) == NULL ||
+	    sk__req_header(&r, "ETag", etag, sizeof etag) == NULL) {
+		sk__req_free(&r);
+		return 0;
+	}
+	sk__req_free(&r);
+	if (strtoull(len, &end, 10) != size || *end != '\0')
+		return 0;
+	q = etag[0] == '"' ? etag + 1 : etag;
+	if ((n = strlen(q)) > 0 && q[n - 1] == '"')
+		q[--n] = '\0';
+	if (strchr(q, '-') == NULL) {
+		sk__md5_of(data, size, want);
+		*same = strcasecmp(q, want) == 0;
+		return 0;
+	}
+	mpu_layout(size, &psize, &nparts);
+	if ((c = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(c, EVP_md5(), NULL) != 1) {
+		EVP_MD_CTX_free(c);
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	for (i = 0, off = 0; i < nparts; i++, off += psize) {
+		unsigned int ml = 0;
+
+		EVP_Digest((const uint8_t *)data + off, (size_t)(size - off <
+		    psize ? size - off : psize), md, &ml, EVP_md5(), NULL);
+		EVP_DigestUpdate(c, md, ml);
+	}
+	EVP_DigestFinal_ex(c, md, NULL);
+	EVP_MD_CTX_free(c);
+	sk__md5_hex(md, hex);
+	snprintf(want, sizeof want, "%s-%d", hex, nparts);
+	*same = strcasecmp(q, want) == 0;
+	return 0;
+}
+
 /*
  * Multipart upload: parts of mpu_part_size(), MPU_INFLIGHT at once, each
  * retried alone by the engine; completed with their ETags, or aborted so
@@ -754,14 +826,12 @@ s3_put_multipart(const char *bucket, const char *key, const uint8_t *data,
 	char uid[1024];
 	struct sk__req r;
 	char *q = NULL, *xml = NULL, *idq = NULL, **etags = NULL;
-	uint64_t psize = mpu_part_size(), off;
+	uint64_t psize, off;
 	size_t cap, used;
 	int rc, nparts, i, k;
 
 	memset(slot, 0, sizeof slot);
-	while ((size + psize - 1) / psize > MPU_PARTS_MAX)
-		psize *= 2;
-	nparts = (int)((size + psize - 1) / psize);
+	mpu_layout(size, &psize, &nparts);
 	if ((rc = s3_request(&r, "POST", bucket, key, NULL, "uploads", NULL, 0,
 	    SMALL_MAX, err)) != 0)
 		return rc;
@@ -923,4 +993,5 @@ const struct sk__source_ops sk__source_s3_ops = {
 	.list_entries = s3_list_entries,
 	.put = s3_put,
 	.del = s3_del,
+	.same = s3_same,
 };

@@ -70,6 +70,7 @@ struct engine {
 	int remote;
 	char *rpath;			/* the open shard's URL */
 	struct uploader *up;
+	uint64_t unchanged;		/* shards already there, not sent */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -96,6 +97,7 @@ struct uploader {
 	int queued, busy, stop, failed;
 	char err[SK_ERRMSG_MAX];
 	uint64_t done, bytes;
+	uint64_t unchanged;		/* of done: already there, not sent */
 	char *stage;			/* the local staging folder */
 	unsigned long long nstaged;	/* names given out in it */
 };
@@ -130,7 +132,7 @@ uploader_main(void *arg)
 	struct uploader *u = arg;
 	struct sk_error err;
 	struct upload *x;
-	int rc;
+	int rc, same = 0;
 
 	pthread_mutex_lock(&u->mu);
 	for (;;) {
@@ -144,14 +146,17 @@ uploader_main(void *arg)
 			u->tail = &u->head;
 		u->busy = 1;
 		pthread_mutex_unlock(&u->mu);
-		rc = u->failed ? SK_EIO : sk_object_put_file(x->url, x->local,
-		    &err);
+		/* A shard the bucket already holds, byte for byte (a run
+		 * stopped half-way, started again), is not sent again. */
+		rc = u->failed ? SK_EIO : sk_object_sync_file(x->url,
+		    x->local, &same, &err);
 		unlink(x->local);
 		pthread_mutex_lock(&u->mu);
 		u->busy = 0;
 		u->queued--;
 		if (rc == 0) {
 			u->done++;
+			u->unchanged += same != 0;
 			u->bytes += x->size;
 		} else if (!u->failed) {
 			u->failed = 1;
@@ -797,6 +802,18 @@ print_reasons(FILE *f, const char *title, const struct reason *v,
 	fprintf(f, "%s\n", total ? ")" : "");
 }
 
+/* Whether an object is at url (its open answers). */
+static int
+remote_exists(const char *url)
+{
+	sk_source *s;
+	int rc;
+
+	rc = sk_source_open(&s, url);
+	sk_source_close(s);
+	return rc == 0;
+}
+
 static void
 summary(struct engine *e, const char *mpath)
 {
@@ -818,12 +835,19 @@ summary(struct engine *e, const char *mpath)
 	    e->nshards == 1 ? "" : "s",
 	    e->bytes / 1e6, dt, dt > 0 ? e->samples / dt : 0.0);
 	fprintf(f, "  manifest: %s\n", mpath);
+	if (e->remote)
+		fprintf(f, "  uploaded: %llu shard%s; %llu already in the "
+		    "bucket with the same size and MD5, not sent\n",
+		    (unsigned long long)(e->nshards - e->unchanged),
+		    e->nshards - e->unchanged == 1 ? "" : "s",
+		    (unsigned long long)e->unchanged);
 	print_reasons(f, "converted", e->converted, nconv);
 	print_reasons(f, "skipped", e->skipped, e->nskipped);
 	/* A shard from an earlier, longer run would look like part of this
-	 * dataset to a glob. Say so rather than delete a user's file. */
+	 * dataset to a glob or a folder listing. Say so rather than delete
+	 * a user's file. */
 	next = shard_path(e, e->nshards);
-	if (stat(next, &st) == 0)
+	if (e->remote ? remote_exists(next) : stat(next, &st) == 0)
 		warn("%s is left from an earlier run and is not in %s", next,
 		    mpath);
 	free(next);
@@ -886,6 +910,7 @@ write_json(struct engine *e, const char *mpath)
 	cli_json_object(j, "result");
 	cli_json_uint(j, "samples", e->samples);
 	cli_json_uint(j, "shards", e->nshards);
+	cli_json_uint(j, "unchanged_shards", e->unchanged);
 	cli_json_uint(j, "bytes", e->bytes);
 	cli_json_skips(j, counts, names, (int)NSKIP);
 	cli_json_uint(j, "converted", nconv);
@@ -980,6 +1005,7 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 			    (unsigned long long)e.nshards);
 		unlink(local);
 		free(local);
+		e.unchanged = e.up->unchanged;
 		uploader_free(e.up);
 	} else if (sk_manifest_write(mpath, &e.man, &err) != 0)
 		die("%s", err.msg);

@@ -41,6 +41,15 @@ for i in range(5):
     assert body == local, "shard %d differs from the local pack" % i
 EOF
 
+say "pack again: what the bucket holds (size, md5Hash) is not sent again"
+st packg2 pack imagenet "$T/i" -o "gs://data/in/in-%06d.tar" --max-count 10 \
+    --part-size 256K
+has packg2.out "uploaded: 0 shards; 5 already in the bucket"
+st packg3 pack imagenet "$T/i" -o "gs://data/re/in-%06d.tar" --max-count 10
+st packg4 pack imagenet "$T/i" -o "gs://data/re/in-%06d.tar" --max-count 20
+has packg4.out "uploaded: 3 shards; 0 already"
+has packg4.err "gs://data/re/in-000003.tar is left from an earlier run"
+
 opts=(--checksum --batch 6 --image-size 32 --shuffle 16 --seed 5 --epochs 2
     --part-size 16K)
 say "the loader reads the bucket as local disk: manifest, pattern, folder"
