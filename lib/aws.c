@@ -23,7 +23,7 @@
 /* The keys of one profile that shardkit reads. */
 struct profile {
 	char *access_key, *secret_key, *session_token, *region, *endpoint;
-	char *addressing;
+	char *addressing, *ca_bundle;
 };
 
 static void
@@ -39,6 +39,7 @@ profile_free(struct profile *p)
 	free(p->region);
 	free(p->endpoint);
 	free(p->addressing);
+	free(p->ca_bundle);
 	memset(p, 0, sizeof *p);
 }
 
@@ -162,6 +163,8 @@ read_ini(const char *path, const char *want, struct profile *p,
 			rc = set(&p->endpoint, v, err);
 		else if (strcmp(k, "addressing_style") == 0)
 			rc = set(&p->addressing, v, err);
+		else if (strcmp(k, "ca_bundle") == 0)
+			rc = set(&p->ca_bundle, v, err);
 	}
 	OPENSSL_cleanse(buf, len);
 	free(buf);
@@ -243,6 +246,7 @@ sk__aws_creds_free(struct sk__aws_creds *c)
 	free(c->session_token);
 	free(c->region);
 	free(c->endpoint);
+	free(c->ca_bundle);
 	memset(c, 0, sizeof *c);
 }
 
@@ -361,6 +365,11 @@ sk__aws_creds_load(struct sk__aws_creds *c, int no_sign,
 	}
 	c->path_style = v != NULL && strcmp(v, "auto") != 0 ?
 	    strcmp(v, "path") == 0 : c->custom_endpoint;
+	/* The CA bundle, as the AWS CLI takes it (--ca-file wins). */
+	if (((v = env("AWS_CA_BUNDLE")) != NULL ||
+	    (v = conf.ca_bundle) != NULL) &&
+	    (c->ca_bundle = strdup(v)) == NULL)
+		goto nomem;
 	rc = 0;
 	goto out;
 nomem:

@@ -26,6 +26,8 @@ struct sk__aws_creds {
 	char *endpoint;		/* "scheme://host[:port]", no trailing '/' */
 	int path_style;		/* bucket in the path rather than the host */
 	int custom_endpoint;	/* endpoint came from the user, not AWS's */
+	char *ca_bundle;	/* AWS_CA_BUNDLE, else the profile's
+				 * ca_bundle, or NULL */
 	char source[200];	/* where the keys came from, for messages:
 				 * "AWS_ACCESS_KEY_ID in the environment",
 				 * "profile \"x\" in /root/.aws/credentials",
@@ -47,6 +49,8 @@ struct sk__aws_creds {
  *  - addressing: SK_S3_ADDRESSING=path|virtual, else the profile's
  *    "s3 = addressing_style = ..." (or addressing_style), else path for a
  *    custom endpoint and virtual for AWS's own.
+ *  - CA bundle: AWS_CA_BUNDLE, else the profile's ca_bundle (for https
+ *    endpoints; the tools' --ca-file wins over both).
  * no_sign (the tools' --no-sign-request) skips the keys altogether.
  * Every file is read with a size bound; a malformed one is SK_EFORMAT
  * naming the file and line.

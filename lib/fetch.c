@@ -1049,11 +1049,14 @@ start_attempt(struct part *p)
 	    (long)(eng.cfg.stall_timeout + 0.999));
 	if (eng.ca_file != NULL)
 		curl_easy_setopt(e, CURLOPT_CAINFO, eng.ca_file);
+	else if (s->auth.ca_file != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, s->auth.ca_file);
 	else if (getenv("CURL_CA_BUNDLE") != NULL)
 		curl_easy_setopt(e, CURLOPT_CAINFO, getenv("CURL_CA_BUNDLE"));
 	else if (getenv("SSL_CERT_FILE") != NULL)
 		curl_easy_setopt(e, CURLOPT_CAINFO, getenv("SSL_CERT_FILE"));
-	if (getenv("SSL_CERT_DIR") != NULL && eng.ca_file == NULL)
+	if (getenv("SSL_CERT_DIR") != NULL && eng.ca_file == NULL &&
+	    s->auth.ca_file == NULL)
 		curl_easy_setopt(e, CURLOPT_CAPATH, getenv("SSL_CERT_DIR"));
 	pthread_mutex_unlock(&eng.mu);
 	if (p->req != NULL && set_method(p) != 0)

@@ -41,6 +41,9 @@ struct sk__auth {
 	 * at (or the first response's). */
 	const char *version_header;
 	int no_if_match;	/* the store does not take If-Match */
+	/* The store's own CA bundle (S3: AWS_CA_BUNDLE), used when the
+	 * engine has no ca_file; NULL: the usual search. */
+	const char *ca_file;
 };
 
 /*

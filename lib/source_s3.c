@@ -38,6 +38,8 @@ static struct {
 	struct sk__aws_creds c;
 } s3 = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", { 0 } };
 
+static struct sk__auth s3_auth;
+
 /* The keys are read at the first s3:// request; an error is kept and
  * given to every later one. */
 static int
@@ -54,6 +56,8 @@ s3_creds(struct sk_error *err)
 		s3.rc = sk__aws_creds_load(&s3.c, s3.no_sign, &e);
 		if (s3.rc != 0)
 			snprintf(s3.err, sizeof s3.err, "%s", e.msg);
+		else
+			s3_auth.ca_file = s3.c.ca_bundle;
 		s3.loaded = 1;
 	}
 	rc = s3.rc;
@@ -398,7 +402,9 @@ s3_explain(void *ctx, long status, const char *body, size_t len,
 	return status == 400 ? SK_EINVAL : SK_EIO;
 }
 
-static const struct sk__auth s3_auth = {
+/* Not const: its ca_file is the credentials' CA bundle, set once when
+ * they are loaded (s3_creds), before any request uses it. */
+static struct sk__auth s3_auth = {
 	.headers = s3_headers,
 	.explain = s3_explain,
 };

@@ -80,6 +80,24 @@ AWS_ENDPOINT_URL_S3=$HTTP_URL st_rc 1 nots3 ls "${fast[@]}" \
 has nots3.err "the answer is not an S3 error: is $HTTP_URL an S3 endpoint?"
 hasnt nots3.err "NoSuchKey"
 
+say "AWS_CA_BUNDLE and a profile's ca_bundle verify an https endpoint"
+# The same nginx over https, its CA only in the bundle: refused without
+# it, trusted with it (the answer then is nginx's, not S3's).
+AWS_ENDPOINT_URL_S3=$HTTPS_URL st_rc 1 nobundle ls "${fast[@]}" \
+    "s3://bucket/a/s-000000.tar"
+has nobundle.err "certificate"
+AWS_ENDPOINT_URL_S3=$HTTPS_URL AWS_CA_BUNDLE=$T/ca.pem st_rc 1 bundle ls \
+    "${fast[@]}" "s3://bucket/a/s-000000.tar"
+has bundle.err "is $HTTPS_URL an S3 endpoint?"
+printf '[default]\nca_bundle = %s\n' "$T/ca.pem" >"$T/aws-config"
+AWS_ENDPOINT_URL_S3=$HTTPS_URL AWS_CONFIG_FILE=$T/aws-config st_rc 1 \
+    pbundle ls "${fast[@]}" "s3://bucket/a/s-000000.tar"
+has pbundle.err "is $HTTPS_URL an S3 endpoint?"
+# --ca-file wins: another CA refuses it whatever the bundle says.
+AWS_ENDPOINT_URL_S3=$HTTPS_URL AWS_CA_BUNDLE=$T/ca.pem st_rc 1 cafile ls \
+    "${fast[@]}" --ca-file "$T/other.pem" "s3://bucket/a/s-000000.tar"
+has cafile.err "certificate"
+
 say "pack and the loader say the same"
 synth_imagenet "$T/i" --classes 2 --per-class 4 --val 2 --seed 3
 st_rc 1 packskew pack imagenet "$T/i" "${fast[@]}" -o "s3://skew/p/p-%03d.tar"

@@ -11,8 +11,8 @@ need_cmd openssl
 : "${LINKPROXY:?LINKPROXY is not set; run the test through make check}"
 
 # The CA and proxy settings come from each test, not from the caller.
-unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR http_proxy https_proxy \
-    HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
+unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR AWS_CA_BUNDLE http_proxy \
+    https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
 export no_proxy=127.0.0.1,localhost NO_PROXY=127.0.0.1,localhost
 
 HTTP_PIDS=()
