@@ -1022,10 +1022,13 @@ train_run(struct train_config *cfg, struct comm *c, struct run_result *res)
 		    cfg->batch / r->world, cfg->batch);
 	else
 		snprintf(batch, sizeof batch, "batch %d", cfg->batch);
-	say(r, "%s (%.*fM params, %.*f GFLOPs/image) on %s, %s x %d rank%s, "
-	    "%s, %ld steps", cfg->model.name, cli_decimals(res->params / 1e6),
-	    res->params / 1e6, cli_decimals(res->gflops_per_image),
-	    res->gflops_per_image, cfg->backend, strategy_name(cfg->strategy),
+	say(r, "%s (%.*fM params, %.*f GFLOPs/image, %d classes from %s) on "
+	    "%s, %s x %d rank%s, %s, %ld steps", cfg->model.name,
+	    cli_decimals(res->params / 1e6), res->params / 1e6,
+	    cli_decimals(res->gflops_per_image), res->gflops_per_image,
+	    cfg->model.num_classes, cfg->classes_from != NULL ?
+	    cfg->classes_from : "--classes", cfg->backend,
+	    strategy_name(cfg->strategy),
 	    r->world, r->world > 1 ? "s" : "", batch, total);
 
 	{

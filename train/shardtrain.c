@@ -432,15 +432,30 @@ finish(struct parsed *p, int world)
 	else
 		cfg->batch = p->l.cfg.batch * world;
 
+	cfg->classes_from = "--classes";
 	if (p->classes == 0) {
-		if (strcmp(cfg->data, "synthetic") == 0)
+		if (strcmp(cfg->data, "synthetic") == 0) {
 			p->classes = 10;
-		else if (is_manifest(cfg->data))
+			cfg->classes_from = "synthetic data";
+		} else if (is_manifest(cfg->data)) {
 			p->classes = manifest_classes(cfg->data);
-		else
+			cfg->classes_from = "the manifest";
+		} else {
 			p->classes = tree_classes(cfg->data, p->l.cfg.form);
-		if (p->classes == 0)
+			cfg->classes_from = "the class folders";
+		}
+		if (p->classes == 0) {
+			/* Shards with no manifest say nothing of their
+			 * classes: a 10-class set would train a 1000-way
+			 * head without a word. Say it once, up front. */
 			p->classes = 1000;
+			cfg->classes_from = "the default";
+			warn("%s: no manifest gives the class count, so the "
+			    "model has 1000 classes (ImageNet's); pass --classes "
+			    "K for another data set, or read it through the "
+			    "manifest that shardtool pack or index writes",
+			    cfg->data);
+		}
 	}
 	if (model_config_from_name(&cfg->model, p->model,
 	    cfg->model.image_size, p->classes, err, sizeof(err)) != 0)

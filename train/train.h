@@ -29,6 +29,8 @@ struct train_config {
 	double lr_per_256;		/* > 0: lr = this x batch / 256, set
 					 * once batch_auto has found batch */
 	char data[4096];		/* URL pattern, manifest or "synthetic" */
+	const char *classes_from;	/* where the class count came from,
+					 * for the start line */
 	int epochs;			/* when steps == 0 */
 	long steps;			/* 0 = whole epochs */
 	struct sk_loader_config loader;	/* rank, world, batch set by the run */

@@ -40,6 +40,17 @@ packed_cifar "$T/c" 600
 trn resnet "${TINY_RESNET[@]}" --data "$T/c/shards/cifar10-train.json" \
     --batch 32 --epochs 2 --workers 2 --shuffle 100 --ceiling-steps 3 \
     --price-per-hour 3.5 --json "$T/resnet.json" -q
+# Shards with no manifest say nothing of their classes: the default is
+# said up front, and the start line names where the count came from.
+trn nocls "${TINY_RESNET[@]}" \
+    --data "$T/c/shards/cifar10-train-{000000..000001}.tar" \
+    --batch 32 --steps 1 --ceiling-steps 1
+has nocls.err "no manifest gives the class count, so the model has 1000"
+has nocls.err "1000 classes from the default"
+trn cls10 "${TINY_RESNET[@]}" --data "$T/c/shards/cifar10-train.json" \
+    --batch 32 --steps 1 --ceiling-steps 1
+has cls10.err "10 classes from the manifest"
+hasnt cls10.err "no manifest gives"
 python3 - "$T/resnet.json" <<'PY' || fail "the packed-data run's JSON"
 import json, sys
 j = json.load(open(sys.argv[1]))
