@@ -98,6 +98,9 @@ input_first(const char *stage)
  * other. Unknown ceilings (--ceiling-steps 0, or a ceiling that failed)
  * leave the data-wait share alone to decide.
  */
+#define FAR_BELOW	0.5	/* of the lower ceiling: neither explains it
+				 * (the hint says "half") */
+
 void
 verdict_decide(struct run_result *res, const struct train_config *cfg)
 {
@@ -207,6 +210,19 @@ verdict_decide(struct run_result *res, const struct train_config *cfg)
 			    "--batch or more ranks",
 			    input_first(res->bound_stage));
 		break;
+	}
+	/* Far below both ceilings, neither bound explains the run: say so
+	 * rather than let the verdict's hint send the user after one. */
+	if (known && !capped && res->images_per_s > 0 && res->images_per_s <
+	    FAR_BELOW * (ratio < 1 ? res->loader_ips : res->compute_ips)) {
+		char run[32];
+
+		fmt_ips(run, sizeof run, res->images_per_s);
+		snprintf(res->hint, sizeof res->hint, "the run took %.16s "
+		    "img/s, under half of both ceilings: something else held "
+		    "it back (other processes on the CPUs, too few cores for "
+		    "loader and compute together, a first epoch filling a "
+		    "cache, a throttled CPU or GPU)", run);
 	}
 }
 

@@ -305,6 +305,27 @@ TEST(report_verdict_unknown_ceilings)
 	}
 }
 
+TEST(report_verdict_far_below_both)
+{
+	struct train_config cfg;
+	struct run_result r;
+
+	/* 98.6 img/s against ceilings of 7242 (loader) and 1049 (compute):
+	 * neither bound explains it, and the hint says so. */
+	base_config(&cfg, "s3://b/in/");
+	base_result(&r, 0.02, 7242, 1049, "decode");
+	r.images_per_s = 98.6;
+	verdict_decide(&r, &cfg);
+	CHECK_EQ_INT(r.verdict, VERDICT_COMPUTE);
+	CHECK_CONTAINS(r.hint, "the run took 98.6 img/s, under half of both "
+	    "ceilings");
+	CHECK_CONTAINS(r.hint, "other processes on the CPUs");
+	/* At 0.8 of the lower ceiling the usual hint stands. */
+	r.images_per_s = 840;
+	verdict_decide(&r, &cfg);
+	CHECK_CONTAINS(r.hint, "the input has headroom");
+}
+
 TEST(report_verdict_synthetic)
 {
 	struct run_result r;
