@@ -229,6 +229,47 @@ verdict_decide(struct run_result *res, const struct train_config *cfg)
 /* ------------------------------------------------------------------------ */
 /* the report printed after a run                                           */
 
+/*
+ * "shardfs" when the local path data is inside a shardfs mount (the
+ * longest mount point of /proc/self/mounts that holds it has the type
+ * fuse.shardfs), else NULL. Only the path's text is compared: nothing
+ * is opened or followed.
+ */
+static const char *
+source_mount(const char *data)
+{
+	char line[4096], dev[1024], dir[1024], type[64], path[4096];
+	size_t best = 0, len;
+	const char *kind = NULL;
+	FILE *f;
+
+	if (strstr(data, "://") != NULL || strcmp(data, "synthetic") == 0 ||
+	    realpath(data, path) == NULL) {
+		/* A pattern: its folder. */
+		const char *slash = strrchr(data, '/');
+
+		if (strstr(data, "://") != NULL || slash == NULL)
+			return NULL;
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - data), data);
+		if (realpath(dir, path) == NULL)
+			return NULL;
+	}
+	if ((f = fopen("/proc/self/mounts", "re")) == NULL)
+		return NULL;
+	while (fgets(line, sizeof line, f) != NULL) {
+		if (sscanf(line, "%1023s %1023s %63s", dev, dir, type) != 3)
+			continue;
+		len = strlen(dir);
+		if (strncmp(path, dir, len) != 0 || (path[len] != '/' &&
+		    path[len] != '\0' && strcmp(dir, "/") != 0) || len < best)
+			continue;
+		best = len;
+		kind = strcmp(type, "fuse.shardfs") == 0 ? "shardfs" : NULL;
+	}
+	fclose(f);
+	return kind;
+}
+
 static void
 fmt_cost(char *buf, size_t len, double usd)
 {
@@ -404,6 +445,9 @@ config_json(struct cli_json *j, const struct run_result *res,
 	    cfg->batch / res->world : cfg->batch);
 	cli_json_int(j, "global_batch", cfg->batch);
 	cli_json_source(j, "source", cfg->data);
+	/* A local path inside a mount of a remote source: report names
+	 * the mount's kind (shardfs), as it would a bucket. */
+	cli_json_str(j, "source_mount", source_mount(cfg->data));
 	cli_json_int(j, "epochs", cfg->epochs);
 	if (cfg->steps > 0)
 		cli_json_int(j, "steps", cfg->steps);
@@ -658,15 +702,18 @@ fmt_num(char *buf, size_t len, double v, const char *unit)
 }
 
 /*
- * "synthetic", or the scheme and the last path element of the source:
- * "/data/cifar10.json" -> "file:cifar10.json", "gs://b/x/train-{0..9}.tar"
- * -> "gs:train-{0..9}.tar". A query string is left out.
+ * "synthetic", or the scheme and the last path element of the source,
+ * with a bucket's name: "/data/cifar10.json" -> "file:cifar10.json",
+ * "gs://b/x/train-{0..9}.tar" -> "gs:b/train-{0..9}.tar"; a local path in
+ * a shardfs mount (mount, from the run's JSON) -> "shardfs:in.json". A
+ * query string is left out.
  */
 static void
-short_source(char *dst, size_t n, const char *data)
+short_source(char *dst, size_t n, const char *data, const char *mount)
 {
-	char scheme[48] = "file", elem[64];
+	char scheme[48] = "file", elem[64], bucket[64] = "";
 	const char *p = data, *end, *s, *colon;
+	size_t blen;
 
 	if (strcmp(data, "synthetic") == 0) {
 		snprintf(dst, n, "synthetic");
@@ -677,14 +724,22 @@ short_source(char *dst, size_t n, const char *data)
 		esc_copy(scheme, sizeof scheme, data, (size_t)(colon - data),
 		    0);
 		p = colon + 3;
-	}
+		if (strcmp(scheme, "gs") == 0 || strcmp(scheme, "s3") == 0) {
+			blen = strcspn(p, "/?#");
+			esc_copy(bucket, sizeof bucket - 1, p, blen, 0);
+			strcat(bucket, "/");
+		}
+	} else if (mount != NULL && strcmp(mount, "shardfs") == 0)
+		snprintf(scheme, sizeof scheme, "shardfs");
 	end = p + strcspn(p, "?#");
 	while (end > p && end[-1] == '/')
 		end--;
 	for (s = end; s > p && s[-1] != '/'; s--)
 		;
 	esc_copy(elem, sizeof elem, s, (size_t)(end - s), 0);
-	snprintf(dst, n, "%s:%s", scheme, elem);
+	if (bucket[0] != '\0' && s == p)	/* the bucket's root */
+		bucket[0] = '\0';
+	snprintf(dst, n, "%s:%s%s", scheme, bucket, elem);
 }
 
 static const char *
@@ -931,7 +986,8 @@ report_read_run(const char *name, const char *buf, size_t len,
 	esc_copy(r->strategy, sizeof r->strategy, strategy, strlen(strategy),
 	    0);
 	snprintf(r->ranks, sizeof r->ranks, "%lld", (long long)world);
-	short_source(r->source, sizeof r->source, data);
+	v = json_object_get(json_object_get(root, "config"), "source_mount");
+	short_source(r->source, sizeof r->source, data, json_string_value(v));
 	fmt_num(r->ips, sizeof r->ips, ips, "");
 	fmt_num(r->epoch, sizeof r->epoch, mean, " s");
 	snprintf(r->wait, sizeof r->wait, "%.1f%%", wait * 100);

@@ -595,11 +595,14 @@ TEST(report_json_nan_is_null)
 TEST(report_main_table)
 {
 	char *argv[] = { "report", "a.json",
-	    "b.json", "c.json", NULL };
+	    "b.json", "c.json", "d.json", NULL };
 	char *out, *err;
 
 	write_run("a.json", "resnet18", STRATEGY_SINGLE, 1,
 	    "synthetic", 1630.25, 0.001, -1);
+	/* A bucket keeps its name in the column. */
+	write_run("d.json", "resnet18", STRATEGY_SINGLE, 1,
+	    "s3://my-bucket/in/in-train.json", 90, 0.3, -1);
 	write_run("b.json", "vit-ti16", STRATEGY_DDP, 2,
 	    "/data/shards/cifar10.json", 410, 0.62, 0.034);
 	write_run("c.json", "resnet50", STRATEGY_FSDP, 4,
@@ -615,6 +618,7 @@ TEST(report_main_table)
 	CHECK_CONTAINS(out, "synthetic");
 	CHECK_CONTAINS(out, "file:cifar10.json");
 	CHECK_CONTAINS(out, "http:train-{000..009}.tar ");
+	CHECK_CONTAINS(out, "s3:my-bucket/in-train.json");
 	CHECK_CONTAINS(out, "vit-ti16");
 	CHECK_CONTAINS(out, "ddp");
 	CHECK_CONTAINS(out, "fsdp");
@@ -632,7 +636,7 @@ TEST(report_main_table)
 
 		for (p = out; *p != '\0'; p++)
 			lines += *p == '\n';
-		CHECK_EQ_INT(lines, 4);
+		CHECK_EQ_INT(lines, 5);
 		CHECK(strstr(out, "a.json") < strstr(out, "b.json"));
 		CHECK(strstr(out, "b.json") < strstr(out, "c.json"));
 	}
