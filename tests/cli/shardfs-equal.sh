@@ -139,6 +139,22 @@ done
 
 fs_mount http "$HTTP_URL/d/" "$T/m.http"
 check_mount http "$T/m.http" "$T/want.http" "$D" "$HTTP_URL/d"
+if [ -n "${SHARDTRAIN:-}" ]; then
+	say "shardtrain through the mount: report names the mount, not disk"
+	topts=(--model vit-ti4 --dim 16 --depth 1 --heads 1 --mlp 16
+	    --image-size 16 --batch 8 --steps 1 --threads 1 --ceiling-steps 0)
+	run_rc 0 trm "$SHARDTRAIN" "${topts[@]}" --data "$T/m.http/in.json" \
+	    --json "$T/trm.json"
+	run_rc 0 trd "$SHARDTRAIN" "${topts[@]}" --data "$D/in.json" \
+	    --json "$T/trd.json"
+	[ "$(jget "$T/trm.json" config.source_mount)" = shardfs ] ||
+	    fail "config.source_mount is not shardfs through the mount"
+	[ "$(jget "$T/trd.json" config.source_mount)" = null ] ||
+	    fail "config.source_mount is set on local disk"
+	run_rc 0 rep "$SHARDTRAIN" report "$T/trm.json" "$T/trd.json"
+	has rep.out "shardfs:in.json"
+	has rep.out "file:in.json"
+fi
 fs_umount "$T/m.http"
 
 mkdir "$T/dl.gs" "$T/dl.s3"
