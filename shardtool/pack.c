@@ -576,6 +576,7 @@ close_shard(struct engine *e)
 	    info.filesize, info.md5) != 0)
 		die("out of memory");
 	e->bytes += info.filesize;
+	e->shard_bytes = 0;	/* counted in bytes now, not twice */
 	e->nshards++;
 	if (e->remote) {
 		uploader_add(e->up, e->path, e->rpath, info.filesize);

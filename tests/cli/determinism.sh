@@ -109,3 +109,15 @@ awk '$1 > 4096 && $2 != 1 { print; bad = 1 } END { exit bad }' "$T/counts" ||
 [ "$(wc -l <"$T/counts")" -eq 15 ] ||
     fail "want 15 shards of one sample each, got $(wc -l <"$T/counts")"
 echo "PASS: determinism"
+
+say "on a terminal, the progress ends at the summary's count of bytes"
+if command -v script >/dev/null; then
+	mkdir "$T/tty"
+	script -qec "'$SHARDTOOL' pack cifar10 '$T/c' --max-count 64 \
+	    -o '$T/tty/s-%06d.tar'" /dev/null | tr '\r' '\n' >"$T/tty.out"
+	last=$(grep -E '[0-9]+/[0-9]+ samples' "$T/tty.out" | tail -n 1 |
+	    sed -E 's/.* ([0-9.]+) MB.*/\1/')
+	sum=$(grep '^packed ' "$T/tty.out" | sed -E 's/.* ([0-9.]+) MB.*/\1/')
+	[ -n "$last" ] && [ "$last" = "$sum" ] ||
+	    { cat "$T/tty.out" >&2; fail "progress $last MB, summary $sum MB"; }
+fi
