@@ -235,15 +235,31 @@ uploader_add(struct uploader *u, char *local, const char *url,
 	pthread_mutex_unlock(&u->mu);
 }
 
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* Wait for every shard to be in the bucket. */
 static void
 uploader_finish(struct uploader *u, int progress)
 {
+	double t0 = now(), dt;
+	uint64_t b0;
+
 	pthread_mutex_lock(&u->mu);
+	b0 = u->bytes;
 	while (u->queued > 0 && !u->failed) {
+		dt = now() - t0;
 		if (progress)
-			fprintf(stderr, "\ruploading: %d shards to go\033[K",
-			    u->queued);
+			fprintf(stderr, "\ruploading: %d shard%s to go, %.1f MB "
+			    "sent in all, %.1f MB/s\033[K", u->queued,
+			    u->queued == 1 ? "" : "s", u->bytes / 1e6,
+			    dt > 0 ? (u->bytes - b0) / 1e6 / dt : 0.0);
 		pthread_cond_wait(&u->cv, &u->mu);
 	}
 	u->stop = 1;
@@ -253,15 +269,6 @@ uploader_finish(struct uploader *u, int progress)
 	if (progress)
 		fprintf(stderr, "\r\033[K");
 	uploader_check(u);
-}
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* The staging folder and the uploader, once the manifest is up. */
