@@ -396,6 +396,9 @@ cli_parse_choice(const char *s, const char *const *choices, int *out,
 /* ------------------------------------------------------------------------ */
 /* the option parser                                                        */
 
+/* A hidden first argument: print the words a shell may complete. */
+#define COMPLETION_WORDS	"--completion-words"
+
 static const struct cli_option common_opts[] = {
 	{ "quiet", 'q', -1, CLI_FLAG, NULL,
 	    "no progress lines; warnings and errors only", 0, 0, NULL, 0 },
@@ -571,6 +574,13 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 
 	cur_cmd = cmd;
 	all = cur_all = all_options(cmd, &n);
+	/* Shell completion (completions/shardkit.bash): the options, from
+	 * the same table as the parser's. */
+	if (argc >= 2 && strcmp(argv[1], COMPLETION_WORDS) == 0) {
+		for (i = 0; i < n; i++)
+			printf("--%s\n", all[i]->name);
+		cli_exit(0);
+	}
 	if ((lo = cur_lo = calloc((size_t)n + 1, sizeof *lo)) == NULL)
 		die("out of memory");
 	/* '+' would stop at the first argument; GNU order mixes them, and
@@ -738,6 +748,13 @@ cli_dispatch(const char *tool, const char *about,
 		cli_exit(CLI_EXIT_USAGE);
 	}
 	name = argc >= 2 ? argv[1] : "-";
+	if (strcmp(name, COMPLETION_WORDS) == 0) {
+		/* The commands, then the default command's options. */
+		for (c = table; *c != NULL; c++)
+			printf("%s\n", (*c)->name);
+		if (dflt == NULL)
+			cli_exit(0);
+	}
 	if (dflt == NULL || name[0] != '-') {
 		if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
 			if (!silent)

@@ -44,6 +44,21 @@ for f in "$bindir/shardtool" "$includedir/shardkit.h" \
 	[ -f "$D$f" ] || fail "make install did not install $f"
 done
 [ -x "$D$bindir/shardtool" ] || fail "$bindir/shardtool is not executable"
+comp="$prefix/share/bash-completion/completions"
+for t in shardtool shardload shardtrain shardfs; do
+	[ -f "$D$comp/$t" ] || fail "make install did not install $comp/$t"
+done
+
+say "bash completes commands and options from the installed tool"
+PATH="$D$bindir:$PATH" LD_LIBRARY_PATH="$D$libdir" run_rc 0 comp bash -c '
+	source "$1"
+	t() { COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _shardkit
+		echo "$* -> ${COMPREPLY[*]}"; }
+	t shardtool pa; t shardtool pack --max-c; t shardtool ver' _ \
+    "$D$comp/shardtool"
+has comp.out "shardtool pa -> pack"
+has comp.out "shardtool pack --max-c -> --max-count"
+has comp.out "shardtool ver -> verify"
 ls "$D$libdir"/libshardkit.so* >/dev/null 2>&1 ||
     fail "make install did not install $libdir/libshardkit.so*"
 [ -e "$D$libdir/libshardkit.so" ] || fail "no $libdir/libshardkit.so for -lshardkit"
