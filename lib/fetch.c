@@ -33,6 +33,8 @@
 				 * aside */
 #define MIN_RATE	4096	/* bytes/s: an attempt slower than this on
 				 * average, past stall + retry time, fails */
+#define EASY_KEPT	32	/* idle easy handles kept for the next
+				 * transfers (256 KiB of buffer each) */
 
 struct engine {
 	pthread_t thread;
@@ -43,9 +45,12 @@ struct engine {
 	struct part *waiting;	/* engine thread only */
 	struct part *running;	/* in the multi handle, engine thread only */
 	int stop, started, cfg_changed;
+	int asleep;		/* in curl_multi_poll with nothing queued */
 	struct sk_fetch_config cfg;
 	char *ca_file;
 	uint64_t rng;
+	CURL *idle[EASY_KEPT];	/* easy handles to reuse, engine thread only */
+	int nidle;
 };
 
 static struct engine eng = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -289,22 +294,36 @@ static struct {
 	size_t bytes;
 } pool = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* A buffer of at least cap + 1 bytes. */
+/*
+ * A buffer of at least *cap + 1 bytes; *cap becomes what it holds. New
+ * ones are rounded up to POOL_ROUND, so that a freed buffer fits the next
+ * part of about its size: objects of 100-120 KB each took a fresh buffer
+ * (and its page faults) while the pool held hundreds a few KB too small.
+ */
+#define POOL_ROUND	((size_t)64 << 10)
+
 static uint8_t *
-pool_get(size_t cap)
+pool_get(size_t *cap)
 {
 	struct pooled **pp, *b;
+	size_t want = *cap;
 
 	pthread_mutex_lock(&pool.mu);
 	for (pp = &pool.head; (b = *pp) != NULL; pp = &b->next)
-		if (b->cap >= cap && b->cap <= 2 * cap + 4096) {
+		if (b->cap >= want && b->cap <= 2 * want + 4096) {
 			*pp = b->next;
 			pool.bytes -= b->cap;
 			pthread_mutex_unlock(&pool.mu);
+			*cap = b->cap;
 			return (uint8_t *)b;
 		}
 	pthread_mutex_unlock(&pool.mu);
-	return malloc(cap + 1 > sizeof *b ? cap + 1 : sizeof *b);
+	if (want > POOL_ROUND && want < SIZE_MAX - POOL_ROUND)
+		want = (want + POOL_ROUND - 1) / POOL_ROUND * POOL_ROUND;
+	if (want < sizeof *b)
+		want = sizeof *b;
+	*cap = want;
+	return malloc(want + 1);
 }
 
 static void
@@ -358,6 +377,8 @@ sk__part_free(struct part *p)
 static void
 engine_queue(struct part *p, int cancel)
 {
+	int wake;
+
 	pthread_mutex_lock(&eng.mu);
 	if (cancel) {
 		p->cnext = eng.cancels;
@@ -366,8 +387,14 @@ engine_queue(struct part *p, int cancel)
 		p->next = eng.adds;
 		eng.adds = p;
 	}
+	/* Only a sleeping engine is woken, once: an awake one takes the
+	 * queue before it sleeps (engine_main). A wakeup for every part
+	 * cost a send here and a poll and a recv there, per small file. */
+	wake = eng.asleep;
+	eng.asleep = 0;
 	pthread_mutex_unlock(&eng.mu);
-	curl_multi_wakeup(eng.multi);
+	if (wake)
+		curl_multi_wakeup(eng.multi);
 }
 
 struct part *
@@ -377,7 +404,7 @@ sk__part_new(struct sk__stream *s, uint64_t off, uint64_t len, size_t cap)
 
 	if ((p = calloc(1, sizeof *p)) == NULL)
 		return NULL;
-	if ((p->buf = pool_get(cap)) == NULL) {
+	if ((p->buf = pool_get(&cap)) == NULL) {
 		free(p);
 		return NULL;
 	}
@@ -966,6 +993,32 @@ nomem:
 	return -1;
 }
 
+/*
+ * Easy handles are kept for the next transfers rather than made for each:
+ * a new one allocates its 256 KiB receive buffer, which lands in fresh
+ * pages (a page fault each 4 KiB), and a mount reading small files made
+ * and freed one per file. Engine thread only; reset when put, so that a
+ * kept one points at no part.
+ */
+static CURL *
+easy_get(void)
+{
+	return eng.nidle > 0 ? eng.idle[--eng.nidle] : curl_easy_init();
+}
+
+static void
+easy_put(CURL *e)
+{
+	if (e == NULL)
+		return;
+	if (eng.nidle == EASY_KEPT) {
+		curl_easy_cleanup(e);
+		return;
+	}
+	curl_easy_reset(e);
+	eng.idle[eng.nidle++] = e;
+}
+
 /* Set up the easy handle for the next attempt and give it to the multi:
  * 0, or -1 with the part's error set (the caller hands it back). */
 static int
@@ -978,7 +1031,7 @@ start_attempt(struct part *p)
 	CURL *e;
 
 	if (p->easy == NULL)
-		p->easy = curl_easy_init();
+		p->easy = easy_get();
 	else
 		curl_easy_reset(p->easy);
 	e = p->easy;
@@ -1127,7 +1180,7 @@ hand_back(struct part *p, int state)
 	unlink_running(p);
 	if (p->easy != NULL) {
 		curl_multi_remove_handle(eng.multi, p->easy);
-		curl_easy_cleanup(p->easy);
+		easy_put(p->easy);
 		p->easy = NULL;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -1520,7 +1573,7 @@ engine_main(void *arg)
 	struct CURLMsg *msg;
 	uint64_t now, soonest;
 	long timeout;
-	int running, left, stop;
+	int running, left, stop, idle;
 
 	(void)arg;
 	for (;;) {
@@ -1528,6 +1581,7 @@ engine_main(void *arg)
 		adds = eng.adds;
 		cancels = eng.cancels;
 		eng.adds = eng.cancels = NULL;
+		eng.asleep = 0;
 		stop = eng.stop;
 		if (eng.cfg_changed)
 			curl_multi_setopt(eng.multi,
@@ -1555,6 +1609,8 @@ engine_main(void *arg)
 			else if (p->easy != NULL)
 				curl_multi_remove_handle(eng.multi, p->easy);
 			unlink_running(p);
+			easy_put(p->easy);
+			p->easy = NULL;
 			sk__part_free(p);
 			pthread_mutex_lock(&s->mu);
 			s->inflight--;
@@ -1597,7 +1653,13 @@ engine_main(void *arg)
 			if (timeout > 250)
 				timeout = 250;
 		}
-		curl_multi_poll(eng.multi, NULL, 0, (int)timeout, NULL);
+		/* Asleep only with nothing queued: what comes after this
+		 * wakes it (engine_queue); what came before is taken now. */
+		pthread_mutex_lock(&eng.mu);
+		idle = eng.asleep = eng.adds == NULL && eng.cancels == NULL;
+		pthread_mutex_unlock(&eng.mu);
+		if (idle)
+			curl_multi_poll(eng.multi, NULL, 0, (int)timeout, NULL);
 	}
 	return NULL;
 }

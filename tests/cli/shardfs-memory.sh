@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shardfs-memory.sh - a mount's memory is bounded as man/shardfs.1 says
-# (section Memory): cache_mb + 72 MiB + 3 MiB x threads + 30 MiB, whatever
+# (section Memory): cache_mb + 80 MiB + 3 MiB x threads + 30 MiB, whatever
 # the readers. For an nginx folder, a GCS bucket and an S3 bucket, 16
 # readers at once read 16 objects of 8 MiB (4 x cache_mb) through a mount
 # with -o cache_mb=32,threads=16, each checking its bytes: the shardfs
@@ -26,7 +26,7 @@ if sed -n 's/^\(SK_CFLAGS\|CFLAGS\) = //p' "$top_builddir/Makefile" 2>/dev/null 
 fi
 cache_mb=32
 threads=16
-bound=$((cache_mb + 72 + 3 * threads + 30))
+bound=$((cache_mb + 80 + 3 * threads + 30))
 D="$T/www/big"
 mkdir -p "$D"
 for k in $(seq -w 0 15); do
