@@ -769,7 +769,7 @@ bytes_of(struct chunk *c, uint64_t at, uint64_t want, uint64_t deadline,
 }
 
 int64_t
-fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
+fs_read_zc(struct fs_reader *r, char **bufp, size_t n, uint64_t off,
     const void **zc, void **hold)
 {
 	struct fs_obj *o = r->o;
@@ -822,11 +822,16 @@ fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
 			*zc = (const uint8_t *)ptr + at;
 			pos = end;
 		} else if (got > (int64_t)at) {
+			/* Copied: into a buffer made at the first copy, so
+			 * that a read handed out in place allocates none. */
 			take = (uint64_t)got - at;
 			if (take > end - pos)
 				take = end - pos;
-			memcpy(buf + (pos - off), (const uint8_t *)ptr + at,
-			    (size_t)take);
+			if (*bufp == NULL && (*bufp = malloc(n)) == NULL)
+				rc = -ENOMEM;
+			else
+				memcpy(*bufp + (pos - off), (const uint8_t *)ptr +
+				    at, (size_t)take);
 			pos += take;
 			whole = 0;
 		} else if (got == 0) {
@@ -895,7 +900,7 @@ fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
 int64_t
 fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off)
 {
-	return fs_read_zc(r, buf, n, off, NULL, NULL);
+	return fs_read_zc(r, &buf, n, off, NULL, NULL);
 }
 
 void

@@ -406,7 +406,7 @@ op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const void *zc = NULL;
 	void *hold = NULL;
 	int64_t got;
-	char *buf;
+	char *buf = NULL;
 
 	(void)ino;
 	if (off < 0) {
@@ -434,12 +434,9 @@ op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		free(buf);
 		return;
 	}
-	if ((buf = malloc(size ? size : 1)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	/* Bytes one chunk holds go to the kernel from the cache itself. */
-	got = fs_read_zc(h->r, buf, size, (uint64_t)off, &zc, &hold);
+	/* Bytes one chunk holds go to the kernel from the cache itself;
+	 * only a read across chunks is copied (and allocates). */
+	got = fs_read_zc(h->r, &buf, size, (uint64_t)off, &zc, &hold);
 	if (got < 0) {
 		if (got == -ESTALE)
 			fs_tree_stale(h->node);
@@ -1323,6 +1320,11 @@ main(int argc, char **argv)
 	 * 400 MiB (man page, Memory); with one it stays where the first
 	 * listing left it, and small-file reads ran no slower here. */
 	mallopt(M_ARENA_MAX, 1);
+	/* The blocks small files come and go in (a fetched object, a
+	 * thread's request buffer) were handed back to the kernel as the
+	 * heap's top was freed and faulted in again for the next: 16 MiB
+	 * free at the top are kept (RSS stays below its peak). */
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 #endif
 	return cmd_mount(argc, argv);
 }

@@ -94,8 +94,9 @@ void fs_reader_free(struct fs_reader *r);
 int64_t fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off);
 /* The same, but bytes that one chunk holds whole are not copied: *zc
  * points at them and *hold keeps them until fs_read_put(*hold) (NULL
- * when they were copied into buf). */
-int64_t fs_read_zc(struct fs_reader *r, char *buf, size_t n, uint64_t off,
+ * when they were copied into *buf, which is malloc'd for n bytes at the
+ * first copy when NULL: the caller frees it). */
+int64_t fs_read_zc(struct fs_reader *r, char **buf, size_t n, uint64_t off,
     const void **zc, void **hold);
 void fs_read_put(void *hold);
 /* Whether a read of r found its object changed. */
