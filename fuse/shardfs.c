@@ -393,7 +393,7 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 1;
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0) {
-		fs_reader_free(h->r);
+		fs_reader_free(h->r, 0);
 		free(h);
 	}
 }
@@ -453,7 +453,7 @@ op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	fs_reader_free(h->r);
+	fs_reader_free(h->r, !(fi->flags & O_DIRECT));
 	free(h->text);
 	free(h);
 	fuse_reply_err(req, 0);

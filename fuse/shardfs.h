@@ -88,7 +88,9 @@ void fs_obj_put(struct fs_obj *o);
 /* A reader: one open file handle. */
 struct fs_reader;
 struct fs_reader *fs_reader_new(struct fs_obj *o);
-void fs_reader_free(struct fs_reader *r);
+/* kernel_keeps: the kernel's page cache holds what r read (not
+ * O_DIRECT); what r read whole may then go from the cache. */
+void fs_reader_free(struct fs_reader *r, int kernel_keeps);
 /* Up to n bytes at off into buf: bytes read, or -errno (EIO, also past
  * io_timeout; ESTALE when the object changed). */
 int64_t fs_read(struct fs_reader *r, char *buf, size_t n, uint64_t off);
