@@ -17,6 +17,14 @@ import pytest
 import shardkit
 from conftest import batch_lines, env, loader_lines, shardload_keys
 
+# Ctrl-C is KeyboardInterrupt here whatever the launcher did: a job put in
+# the background by a non-interactive shell starts with SIGINT ignored,
+# and Python then keeps ignoring it (the Ctrl-C tests would wait out
+# their stall timeouts instead).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+CHILD_SIGINT = ("import signal\n"
+                "signal.signal(signal.SIGINT, signal.default_int_handler)\n")
+
 torch = pytest.importorskip("torch")
 
 BASE = dict(batch_size=6, image_size=32, shuffle=16, seed=11)
@@ -513,7 +521,7 @@ def _stalling_server(manifest_bytes):
 def _interrupt(code, arg, when):
     """Run code in a child, SIGINT it once it printed "waiting" and when
     seconds passed; (seconds to exit, stdout, stderr, exit status)."""
-    p = subprocess.Popen([sys.executable, "-c", code, arg],
+    p = subprocess.Popen([sys.executable, "-c", CHILD_SIGINT + code, arg],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
