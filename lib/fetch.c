@@ -1403,8 +1403,13 @@ finish(struct part *p, CURLcode cc)
 	} else if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && p->complete)) {
 		if (p->status == 200 || p->status == 206) {
 			if (p->whole || p->have == p->len) {
-				if (p->whole)
+				/* A whole GET of a norange stream is in its
+				 * window: its readers read len under mu. */
+				if (p->whole) {
+					pthread_mutex_lock(&s->mu);
 					p->len = p->have;
+					pthread_mutex_unlock(&s->mu);
+				}
 				hand_back(p, P_DONE);
 				return;
 			}
