@@ -437,6 +437,7 @@ struct sk_sample_member {
 	uint64_t data_offset;
 	uint8_t *data;		/* size bytes when loaded, else NULL; the caller
 				 * may take it and set the field to NULL */
+	int scanned;		/* read through but not kept (SK_SAMPLE_SCAN) */
 };
 
 struct sk_sample {
@@ -458,7 +459,13 @@ struct sk_sample_reader_opts {
 };
 
 typedef struct sk_sample_reader sk_sample_reader;
-/* Load this member's data? ext is what follows the key's dot. */
+/* What to do with a member's data (ext is what follows the key's dot):
+ * 0 skip it (a seek on a file), SK_SAMPLE_LOAD load it into data, or
+ * SK_SAMPLE_SCAN read it through without keeping it: its bytes are read
+ * and checked as for a load, with no copy, data stays NULL and scanned
+ * is set. */
+#define SK_SAMPLE_LOAD	1
+#define SK_SAMPLE_SCAN	2
 typedef int sk_sample_want_fn(const char *ext, void *arg);
 
 /* On failure *out holds a handle with the message (NULL: out of memory). */

@@ -109,6 +109,9 @@ struct sk_source {
  */
 int sk__source_open_ahead(sk_source **out, const char *url, uint64_t hint);
 int sk__source_ready(sk_source *s);
+/* The rest of the current member's data read through and dropped, with
+ * no copy: its length, or < 0 with the damage. */
+int64_t sk__tar_reader_scan(sk_tar_reader *r);
 /* A sequential read that hands out the source's own buffer when it has
  * one (valid until the next call on s), else copies into buf. */
 int64_t sk__source_read_ptr(sk_source *s, const void **ptr, void *buf,

@@ -175,6 +175,18 @@ load(struct sk_sample_reader *r, struct sk_sample_member *m)
 	return 0;
 }
 
+/* Read the current member's data through without keeping it. */
+static int
+scan(struct sk_sample_reader *r, struct sk_sample_member *m)
+{
+	int64_t got = sk__tar_reader_scan(r->tar);
+
+	if (got < 0)
+		return tar_failed(r, (int)got);
+	m->scanned = 1;
+	return 0;
+}
+
 /* Add m to s, taking it, and load its data if wanted and within the
  * sample's byte limit; a sample over it keeps no data and is too_big. */
 static int
@@ -183,6 +195,7 @@ push(struct sk_sample_reader *r, struct sk_sample *s,
 {
 	struct sk_sample_member *nm;
 	size_t i, cap;
+	int how;
 
 	if (s->n == r->max_members) {
 		r->done = 1;
@@ -215,12 +228,13 @@ push(struct sk_sample_reader *r, struct sk_sample *s,
 		for (i = 0; i + 1 < s->n; i++) {
 			free(s->m[i].data);
 			s->m[i].data = NULL;
+			s->m[i].scanned = 0;
 		}
 	}
 	if (s->too_big || m->type != SK_TAR_FILE || want == NULL ||
-	    !want(m->ext, arg))
+	    (how = want(m->ext, arg)) == 0)
 		return 0;
-	return load(r, m);
+	return how == SK_SAMPLE_SCAN ? scan(r, m) : load(r, m);
 }
 
 /* Start s with r->ahead: its key, and the member (loaded if wanted). */

@@ -382,6 +382,50 @@ sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n)
 	return got;
 }
 
+/*
+ * Read the rest of the current member's data without keeping it: the
+ * bytes pass through libarchive's read-ahead (a remote source's own part
+ * buffer, lent) and are never copied, with the damage checks of a read.
+ * For the loader's --no-decode, which reads and splits but keeps no
+ * pixels.
+ */
+int64_t
+sk__tar_reader_scan(sk_tar_reader *r)
+{
+	const void *buf;
+	size_t len;
+	la_int64_t off;
+	uint64_t start;
+	int rc;
+
+	if ((rc = sk__check(&r->h, SK__MAGIC_TAR_READER, __func__)) != 0)
+		return rc;
+	start = r->data_read;
+	for (;;) {
+		rc = archive_read_data_block(r->a, &buf, &len, &off);
+		if (rc == ARCHIVE_EOF)
+			break;
+		if (rc < ARCHIVE_WARN && r->src_rc != 0)
+			return SOURCE_FAILED(r);
+		if (rc < ARCHIVE_WARN)
+			return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
+			    r->src->url,
+			    (unsigned long long)(r->data_offset + r->data_read),
+			    AERR(r->a));
+		/* A sparse member's blocks skip its holes. */
+		if (off >= 0 && (uint64_t)off + len > r->data_read)
+			r->data_read = (uint64_t)off + len;
+	}
+	if (r->data_read < r->data_size)
+		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: the "
+		    "member at offset %llu ends after %llu of its %llu bytes",
+		    r->src->url, (unsigned long long)(r->data_offset +
+		    r->data_read), (unsigned long long)r->member_offset,
+		    (unsigned long long)r->data_read,
+		    (unsigned long long)r->data_size);
+	return (int64_t)(r->data_read - start);
+}
+
 uint64_t
 sk_tar_reader_skipped(const sk_tar_reader *r)
 {

@@ -101,12 +101,17 @@ placeholder(const struct eplan *p, uint64_t pos, uint64_t idx,
 	return s;
 }
 
-/* The members the loader reads: the image and the label. */
+/* The members the loader reads: the image and the label. Without
+ * decoding nothing looks at the pixels: the image is read through (its
+ * bytes fetched and checked) but not copied out of the source's buffer. */
 static int
 want_member(const char *ext, void *arg)
 {
-	(void)arg;
-	return sk__is_image_ext(ext) || strcmp(ext, "cls") == 0;
+	const sk_loader *l = arg;
+
+	if (sk__is_image_ext(ext))
+		return l->cfg.decode ? SK_SAMPLE_LOAD : SK_SAMPLE_SCAN;
+	return strcmp(ext, "cls") == 0 ? SK_SAMPLE_LOAD : 0;
 }
 
 /* Move a read sample's image and label into cur; set its status. */
@@ -123,9 +128,15 @@ take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
 	}
 	for (i = 0; i < s->n; i++) {
 		m = &s->m[i];
+		if (m->scanned && !cur->has_img && sk__is_image_ext(m->ext)) {
+			cur->has_img = 1;
+			sk__atomic_max(&l->max_sample, m->size);
+			continue;
+		}
 		if (m->data == NULL)
 			continue;
-		if (cur->img == NULL && sk__is_image_ext(m->ext)) {
+		if (!cur->has_img && sk__is_image_ext(m->ext)) {
+			cur->has_img = 1;
 			/* The reader's buffer becomes the sample's. */
 			cur->img = m->data;
 			cur->img_len = (size_t)m->size;
@@ -136,7 +147,7 @@ take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
 		    &cur->label) != 0)
 			cur->label = -1;
 	}
-	if (cur->img == NULL)
+	if (!cur->has_img)
 		cur->status = SK_SKIP_NO_IMAGE;
 	else if (cur->label < 0)
 		cur->status = SK_SKIP_NO_LABEL;
@@ -310,7 +321,7 @@ io_item(sk_loader *l, struct squeue *q, const struct eplan *p,
 			}
 		}
 		rc = sk_sample_reader_next(r, &smp, cur != NULL ?
-		    want_member : NULL, NULL);
+		    want_member : NULL, l);
 		if (rc < 0)
 			goto damaged;
 		if (rc == 0) {
@@ -465,6 +476,7 @@ io_file(sk_loader *l, struct squeue *q, const struct eplan *p,
 		got += (uint64_t)n;
 	}
 	cur->img_len = (size_t)size;
+	cur->has_img = 1;
 	sk__atomic_max(&l->max_sample, size);
 	/* Count the bytes before the sample can reach a batch, so stats
 	 * taken then include them. */

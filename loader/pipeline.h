@@ -63,8 +63,10 @@ struct lsample {
 	int status;		/* SAMPLE_OK or an sk_skip_reason */
 	char *key;
 	const char *url;	/* the shard's, for messages */
-	uint8_t *img;		/* the image member's data */
+	uint8_t *img;		/* the image member's data (NULL when read
+				 * through without decoding) */
 	size_t img_len;
+	int has_img;		/* it has an image member */
 	int32_t label;
 	uint64_t bytes;		/* all members' data */
 	struct slot *slot;	/* where the dispatcher sent it */

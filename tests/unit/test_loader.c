@@ -894,3 +894,106 @@ TEST(sample_reader_damage_after_a_skipped_entry)
 	sk_sample_reader_close(r);
 	sk_sample_free(&smp);
 }
+
+static int
+load_all(const char *ext, void *arg)
+{
+	(void)ext;
+	(void)arg;
+	return SK_SAMPLE_LOAD;
+}
+
+static int
+scan_jpg(const char *ext, void *arg)
+{
+	(void)arg;
+	return strcmp(ext, "jpg") == 0 ? SK_SAMPLE_SCAN : SK_SAMPLE_LOAD;
+}
+
+/*
+ * SK_SAMPLE_SCAN reads a member through without keeping it: data stays
+ * NULL and scanned is set, the members after it are read as before, and
+ * a member cut short is damage at the same offset a load names.
+ */
+TEST(sample_reader_scan)
+{
+	struct sk_sample smp;
+	sk_sample_reader *r;
+	sk_source *src;
+	size_t len, i;
+	uint8_t *data;
+	char load_err[SK_ERRMSG_MAX];
+
+	memset(&smp, 0, sizeof smp);
+	t_system("cd '%s' && python3 - <<'PY'\n"
+	    "import io, tarfile\n"
+	    "with tarfile.open('s.tar', 'w', format=tarfile.USTAR_FORMAT) as tf:\n"
+	    "    for n, d in (('a.jpg', b'x' * 70000), ('a.cls', b'1'),\n"
+	    "                 ('b.jpg', b'y' * 3000), ('b.cls', b'2')):\n"
+	    "        ti = tarfile.TarInfo(n)\n"
+	    "        ti.size = len(d)\n"
+	    "        tf.addfile(ti, io.BytesIO(d))\n"
+	    "PY", t_tmpdir());
+	CHECK_OK(sk_source_open(&src, t_path("s.tar")), src);
+	CHECK_OK(sk_sample_reader_open(&r, src, NULL), r);
+	for (i = 0; i < 2; i++) {
+		CHECK_EQ_INT(sk_sample_reader_next(r, &smp, scan_jpg, NULL), 1);
+		CHECK_EQ_INT((int)smp.n, 2);
+		CHECK(smp.m[0].data == NULL);
+		CHECK(smp.m[0].scanned);
+		CHECK_EQ_INT((int)smp.m[0].size, i == 0 ? 70000 : 3000);
+		CHECK(smp.m[1].data != NULL && !smp.m[1].scanned);
+		CHECK_EQ_INT(smp.m[1].data[0], i == 0 ? '1' : '2');
+	}
+	CHECK_EQ_INT(sk_sample_reader_next(r, &smp, scan_jpg, NULL), 0);
+	sk_sample_reader_close(r);
+
+	/* Cut inside a.jpg's data: a scan fails as a load does, at the
+	 * same offset, and the member is not marked scanned. */
+	data = t_read_file("s.tar", &len);
+	t_write_file("s.tar", data, 512 + 40000);
+	free(data);
+	CHECK_OK(sk_source_open(&src, t_path("s.tar")), src);
+	CHECK_OK(sk_sample_reader_open(&r, src, NULL), r);
+	CHECK(sk_sample_reader_next(r, &smp, load_all, NULL) < 0);
+	snprintf(load_err, sizeof load_err, "%s", sk_errmsg(r));
+	sk_sample_reader_close(r);
+	CHECK_OK(sk_source_open(&src, t_path("s.tar")), src);
+	CHECK_OK(sk_sample_reader_open(&r, src, NULL), r);
+	CHECK(sk_sample_reader_next(r, &smp, scan_jpg, NULL) < 0);
+	CHECK_EQ_INT((int)smp.n, 1);
+	CHECK(smp.m[0].data == NULL && !smp.m[0].scanned);
+	CHECK_EQ_STR(sk_errmsg(r), load_err);
+	CHECK_CONTAINS(load_err, "s.tar: offset");
+	sk_sample_reader_close(r);
+
+	/* Compressed, no size to check a header against: the scan itself
+	 * meets the end of the data, as a load does. */
+	t_system("cd '%s' && python3 - <<'PY'\n"
+	    "import io, os, tarfile\n"
+	    "with tarfile.open('z.tar.gz', 'w:gz', format=tarfile.USTAR_FORMAT) as tf:\n"
+	    "    ti = tarfile.TarInfo('a.jpg')\n"
+	    "    d = os.urandom(8 << 20)\n"
+	    "    ti.size = len(d)\n"
+	    "    tf.addfile(ti, io.BytesIO(d))\n"
+	    "PY", t_tmpdir());
+	data = t_read_file("z.tar.gz", &len);
+	t_write_file("z.tar.gz", data, len / 2);
+	free(data);
+	CHECK_OK(sk_source_open(&src, t_path("z.tar.gz")), src);
+	CHECK_OK(sk_sample_reader_open(&r, src, NULL), r);
+	CHECK(sk_sample_reader_next(r, &smp, load_all, NULL) < 0);
+	snprintf(load_err, sizeof load_err, "%s", sk_errmsg(r));
+	sk_sample_reader_close(r);
+	CHECK_OK(sk_source_open(&src, t_path("z.tar.gz")), src);
+	CHECK_OK(sk_sample_reader_open(&r, src, NULL), r);
+	CHECK(sk_sample_reader_next(r, &smp, scan_jpg, NULL) < 0);
+	CHECK(smp.m[0].data == NULL && !smp.m[0].scanned);
+	/* The same damage; the scan's offset is where the data stopped,
+	 * a load's where its read began. */
+	CHECK_CONTAINS(sk_errmsg(r), "z.tar.gz: offset ");
+	CHECK_CONTAINS(sk_errmsg(r), "truncated gzip input");
+	CHECK_CONTAINS(load_err, "truncated gzip input");
+	sk_sample_reader_close(r);
+	sk_sample_free(&smp);
+}
