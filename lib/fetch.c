@@ -23,6 +23,9 @@
 #include <strings.h>
 
 #include <curl/curl.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "internal.h"
 #include "fetch.h"
@@ -861,6 +864,45 @@ req_body(struct part *p, char *data, size_t len)
 	return len;
 }
 
+/*
+ * Copy a received block into its part. Most parts are read long after
+ * they are written (read-ahead keeps many megabytes in flight), so on
+ * x86-64 the copy streams past the cache unless a reader is waiting for
+ * these very bytes: plain stores would first read every destination line
+ * from memory only to overwrite it (half the copy's time, measured).
+ */
+static void
+copy_in(uint8_t *dst, const char *src, size_t n, int read_soon)
+{
+#if defined(__x86_64__) && defined(__SSE2__)
+	size_t head = (size_t)(-(uintptr_t)dst & 15);
+
+	if (read_soon || n < 4096 + head) {
+		memcpy(dst, src, n);
+		return;
+	}
+	memcpy(dst, src, head);
+	dst += head;
+	src += head;
+	n -= head;
+	for (; n >= 64; n -= 64, dst += 64, src += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+		_mm_stream_si128((__m128i *)(void *)dst, a);
+		_mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+	}
+	memcpy(dst, src, n);
+	_mm_sfence();	/* before the bytes are published to a reader */
+#else
+	(void)read_soon;
+	memcpy(dst, src, n);
+#endif
+}
+
 static size_t
 write_cb(char *data, size_t size, size_t n, void *arg)
 {
@@ -917,9 +959,10 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 			return fail_part(p, SK_ENOMEM, "out of memory"), 0;
 	}
 	take = len < room ? len : (size_t)room;
-	memcpy(p->buf + p->have, data, take);
+	copy_in(p->buf + p->have, data, take, p->read_soon);
 	pthread_mutex_lock(&s->mu);
 	p->have += take;
+	p->read_soon = p->waiters > 0;
 	/* Readers are woken when what they wait for is in, not at every
 	 * write: waking them for each 16 KiB cost a quarter of a mount's
 	 * CPU, and a loader's I/O thread a switch per write. */

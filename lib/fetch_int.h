@@ -46,6 +46,8 @@ struct part {
 				 * what they wait for */
 	int waiters;		/* readers blocked on it, under s->mu */
 	uint64_t wake_at;	/* wake them once more than this is in */
+	int read_soon;		/* a reader waited at the last write: the
+				 * engine's own copy of waiters > 0 */
 	struct sk__req *req;	/* a request of any method, judged by its
 				 * caller (sk__fetch_request) */
 	char body_sha[65];	/* of req->body, for a signature */
