@@ -523,6 +523,7 @@ open_item(sk_loader *l, const struct item *it, sk_source **src)
  * remote shards a tick measures, every AHEAD_TICK_NS, the rate of bytes
  * in and the share of the I/O threads' time spent waiting for them:
  *
+ *   - the depth starts at AHEAD_START (or the cap);
  *   - readers that wait more than AHEAD_STARVED of the tick ask for a
  *     step up: the depth doubles until the first step that does not pay
  *     (slow start), then grows by one;
@@ -543,6 +544,7 @@ open_item(sk_loader *l, const struct item *it, sk_source **src)
 #define AHEAD_FED	0.01
 #define AHEAD_WORSE	0.95
 #define AHEAD_HOLD	4
+#define AHEAD_START	4
 #define AHEAD_INFLIGHT	((uint64_t)256 << 20)	/* max_inflight's default */
 
 void
@@ -577,6 +579,12 @@ sk__ahead_init(sk_loader *l)
 	l->ahead_cap = cap > 1 ? cap : 1;
 	l->ahead_auto = l->ahead_cap > 1;
 	l->ahead_slow = 1;
+	/* Start where a cloud link usually ends up, as TCP starts with
+	 * ten segments, not one: climbing from one took three ticks, half
+	 * of a 1 GB read over a 30 ms link. Readers that are fed step it
+	 * back down. */
+	l->ahead = l->ahead_peak = l->ahead_cap < AHEAD_START ?
+	    l->ahead_cap : AHEAD_START;
 	sk_fetch_stats(&fs);
 	l->ahead_t = sk__now_ns();
 	l->ahead_bytes = fs.bytes;
@@ -646,9 +654,45 @@ ahead_now(sk_loader *l)
 	return __atomic_load_n(&l->ahead, __ATOMIC_RELAXED);
 }
 
-/* I/O thread t streams items t, t + K, t + 2K, ... of every epoch into its
+/* Where an I/O thread is in the run: epoch e's plan p, its item i. */
+struct cursor {
+	int e;
+	struct eplan *p;
+	size_t i, n;
+};
+
+/* Move c to this thread's next item: the next of the epoch, else the
+ * first of a later epoch. 0 at the end of the run (or when stopping). */
+static int
+cursor_next(sk_loader *l, int id, struct cursor *c)
+{
+	if (c->p != NULL && c->i + (size_t)l->nio < c->n) {
+		c->i += (size_t)l->nio;
+		return 1;
+	}
+	for (c->e++; c->e < l->cfg.epochs && !sk__stopping(l); c->e++) {
+		if ((c->p = sk__get_plan(l, c->e, &c->n)) == NULL)
+			continue;
+		c->i = (size_t)id;
+		if (c->i < c->n)
+			return 1;
+	}
+	c->p = NULL;
+	return 0;
+}
+
+/*
+ * I/O thread t streams items t, t + K, t + 2K, ... of every epoch into its
  * own queue, which the dispatcher drains in item order. The items it
- * opened ahead wait in a ring, oldest first. */
+ * opened ahead wait in a ring, oldest first; the ring runs on into the
+ * next epoch, so the link stays as busy across an epoch's end as within
+ * it (it drained to one shard a stream there, and refilled from a round
+ * trip, every epoch).
+ *
+ * The dispatcher frees an epoch's plan once it has the end marker of its
+ * last item, so a plan is read only for items whose marker this thread
+ * has not pushed yet: the one being read, and those opened ahead.
+ */
 void *
 sk__io_main(void *arg)
 {
@@ -657,55 +701,46 @@ sk__io_main(void *arg)
 	struct {
 		sk_source *src;
 		int rc;
+		struct eplan *p;
+		size_t i;
 	} ring[SK_LOADER_MAX_AHEAD + 1];
-	sk_source *src;
-	struct eplan *p;
-	size_t i, n, opened;
-	int e, rc, head, count, want;
+	const int cap = (int)(sizeof ring / sizeof ring[0]);
+	struct cursor op = { -1, NULL, 0, 0 };	/* the next to open */
+	int head = 0, count = 0, want, k, more;
 
 	/* close() and a failure elsewhere end this thread's network waits */
 	sk__cancel_flag = &l->stop;
-	for (e = 0; e < l->cfg.epochs && !sk__stopping(l); e++) {
-		/* The dispatcher frees the plan once it has the end marker
-		 * of the epoch's last item: read nothing of it after that,
-		 * and its size only under the lock. */
-		if ((p = sk__get_plan(l, e, &n)) == NULL)
-			continue;
-		head = count = 0;
-		opened = (size_t)io->id;
-		for (i = (size_t)io->id; i < n && !sk__stopping(l);
-		    i += (size_t)l->nio) {
-			/* The next shards' first parts go out before this
-			 * one is read: their round trips hide behind this
-			 * one's bytes (the plan lives until this item's end
-			 * marker is pushed). */
-			want = 1 + ahead_now(l);
-			while (count < want && opened < n) {
-				int k = (head + count) % (int)(sizeof ring /
-				    sizeof ring[0]);
-
-				ring[k].src = NULL;
-				ring[k].rc = open_item(l, &p->items[opened],
-				    &ring[k].src);
-				count++;
-				opened += (size_t)l->nio;
-			}
-			src = ring[head].src;
-			rc = ring[head].rc;
-			head = (head + 1) % (int)(sizeof ring / sizeof ring[0]);
-			count--;
-			if (l->files)
-				io_file(l, &l->queues[io->id], p,
-				    &p->items[i], src, rc);
-			else
-				io_item(l, &l->queues[io->id], p,
-				    &p->items[i], src, rc);
+	more = cursor_next(l, io->id, &op);
+	while (!sk__stopping(l) && (count > 0 || more)) {
+		/* The next shards' first parts go out before this one is
+		 * read: their round trips hide behind this one's bytes. */
+		want = 1 + ahead_now(l);
+		while (count < want && count < cap && more) {
+			k = (head + count) % cap;
+			ring[k].src = NULL;
+			ring[k].p = op.p;
+			ring[k].i = op.i;
+			ring[k].rc = open_item(l, &op.p->items[op.i],
+			    &ring[k].src);
+			count++;
+			more = cursor_next(l, io->id, &op);
 		}
-		/* stopped early */
-		for (; count > 0; count--) {
-			sk_source_close(ring[head].src);
-			head = (head + 1) % (int)(sizeof ring / sizeof ring[0]);
-		}
+		k = head;
+		head = (head + 1) % cap;
+		count--;
+		if (l->files)
+			io_file(l, &l->queues[io->id], ring[k].p,
+			    &ring[k].p->items[ring[k].i], ring[k].src,
+			    ring[k].rc);
+		else
+			io_item(l, &l->queues[io->id], ring[k].p,
+			    &ring[k].p->items[ring[k].i], ring[k].src,
+			    ring[k].rc);
+	}
+	/* stopped early */
+	for (; count > 0; count--) {
+		sk_source_close(ring[head].src);
+		head = (head + 1) % cap;
 	}
 	return NULL;
 }
