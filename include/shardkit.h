@@ -213,6 +213,14 @@ int sk_object_put_file(const char *url, const char *path,
  * is missing or different. */
 int sk_object_sync_file(const char *url, const char *path, int *skipped,
     struct sk_error *err);
+/* Whether the object at url (gs://, s3://, or a local file) holds size
+ * bytes whose hex MD5 is md5, as a manifest records them, without the
+ * bytes at hand: into *same, 0 when it is missing or differs. An S3
+ * object uploaded in parts has an ETag that is not its MD5: it reads as
+ * different, and only sk_object_sync_file, which has the bytes, can
+ * tell. 0, or < 0 with err set when the store would not say. */
+int sk_object_same(const char *url, uint64_t size, const char *md5,
+    int *same, struct sk_error *err);
 /* Delete the object at url (gs:// or s3://); none there is SK_ENOENT. */
 int sk_object_delete(const char *url, struct sk_error *err);
 

@@ -84,9 +84,12 @@ struct sk__source_ops {
 	    struct sk_error *err);
 	/* Optional: whether the object url holds exactly these size bytes
 	 * (by its size and MD5, as the store keeps them), into *same; 0,
-	 * or < 0 with err set. A missing object is 0 with *same 0. */
+	 * or < 0 with err set. A missing object is 0 with *same 0. md5 is
+	 * the bytes' hex MD5 when known; data may then be NULL, and an
+	 * object whose checksum is not a plain MD5 (an S3 multipart ETag)
+	 * reads as different. */
 	int (*same)(const struct sk_url *u, const char *url, const void *data,
-	    uint64_t size, int *same, struct sk_error *err);
+	    uint64_t size, const char *md5, int *same, struct sk_error *err);
 };
 
 struct sk_source {

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -628,10 +629,11 @@ sk_object_put_file(const char *url, const char *path, struct sk_error *err)
 	return sk_object_sync_file(url, path, NULL, err);
 }
 
-/* The object already holds exactly data: 1; not (or not there): 0. */
+/* The object already holds exactly data (or bytes of that size and md5,
+ * when data is NULL): 1; not (or not there): 0. */
 static int
-object_same(const char *url, const void *data, uint64_t size, int *same,
-    struct sk_error *err)
+object_same(const char *url, const void *data, uint64_t size,
+    const char *md5, int *same, struct sk_error *err)
 {
 	const struct sk__source_ops *ops;
 	struct sk_url u;
@@ -640,7 +642,45 @@ object_same(const char *url, const void *data, uint64_t size, int *same,
 	*same = 0;
 	if ((ops = bucket_ops(url, &u, err)) == NULL)
 		return err->code;
-	rc = ops->same != NULL ? ops->same(&u, url, data, size, same, err) : 0;
+	rc = ops->same != NULL ? ops->same(&u, url, data, size, md5, same,
+	    err) : 0;
+	sk_url_free(&u);
+	return rc;
+}
+
+int
+sk_object_same(const char *url, uint64_t size, const char *md5, int *same,
+    struct sk_error *err)
+{
+	struct sk_error e2;
+	struct sk_url u;
+	struct stat st;
+	uint64_t have;
+	char hex[33];
+	int rc;
+
+	if (err == NULL)
+		err = &e2;
+	*same = 0;
+	if (md5 == NULL || strlen(md5) != 32)
+		return sk_error_set(err, SK_EINVAL, "%s: no MD5 to compare "
+		    "with", url);
+	if ((rc = sk_url_parse(url, &u, err)) != 0)
+		return rc;
+	if (u.scheme != SK_SCHEME_FILE) {
+		sk_url_free(&u);
+		return object_same(url, NULL, size, md5, same, err);
+	}
+	/* A local file: its size first, so that a different one is not
+	 * read through. */
+	rc = 0;
+	if (stat(u.path, &st) != 0) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			rc = sk_error_set(err, sk_errno_code(errno), "%s: %s",
+			    url, strerror(errno));
+	} else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size == size &&
+	    (rc = sk_source_md5(url, &have, hex, err)) == 0)
+		*same = have == size && strcasecmp(hex, md5) == 0;
 	sk_url_free(&u);
 	return rc;
 }
@@ -676,7 +716,7 @@ sk_object_sync_file(const char *url, const char *path, int *skipped,
 	if (skipped != NULL) {
 		*skipped = 0;
 		if (object_same(url, st.st_size > 0 ? map : "",
-		    (uint64_t)st.st_size, &same, err) == 0 && same)
+		    (uint64_t)st.st_size, NULL, &same, err) == 0 && same)
 			*skipped = 1;
 		else
 			same = 0;

@@ -998,7 +998,7 @@ gs_put(const struct sk_url *u, const char *url, const void *data,
  * md5Hash (base64; a composite object has none, and reads as different). */
 static int
 gs_same(const struct sk_url *u, const char *url, const void *data,
-    uint64_t size, int *same, struct sk_error *err)
+    uint64_t size, const char *md5, int *same, struct sk_error *err)
 {
 	struct sk__req r;
 	json_t *root;
@@ -1029,8 +1029,11 @@ gs_same(const struct sk_url *u, const char *url, const void *data,
 	    strtoull(sz, NULL, 10) == size &&
 	    (n = EVP_DecodeBlock(md, (const unsigned char *)b64, 24)) >= 16) {
 		sk__md5_hex(md, have);
-		sk__md5_of(data, size, want);
-		*same = strcmp(have, want) == 0;
+		if (md5 != NULL)
+			snprintf(want, sizeof want, "%s", md5);
+		else
+			sk__md5_of(data, size, want);
+		*same = strcasecmp(have, want) == 0;
 	}
 	json_decref(root);
 	return 0;

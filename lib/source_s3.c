@@ -768,7 +768,7 @@ mpu_layout(uint64_t size, uint64_t *psize, int *nparts)
  */
 static int
 s3_same(const struct sk_url *u, const char *url, const void *data,
-    uint64_t size, int *same, struct sk_error *err)
+    uint64_t size, const char *md5, int *same, struct sk_error *err)
 {
 	struct sk__req r;
 	char etag[128], len[32], want[48], hex[33], *q, *end;
@@ -794,10 +794,16 @@ s3_same(const struct sk_url *u, const char *url, const void *data,
 	if ((n = strlen(q)) > 0 && q[n - 1] == '"')
 		q[--n] = '\0';
 	if (strchr(q, '-') == NULL) {
-		sk__md5_of(data, size, want);
+		if (md5 != NULL)
+			snprintf(want, sizeof want, "%s", md5);
+		else
+			sk__md5_of(data, size, want);
 		*same = strcasecmp(q, want) == 0;
 		return 0;
 	}
+	/* The parts' MD5s are not the whole's: only the bytes tell. */
+	if (data == NULL)
+		return 0;
 	mpu_layout(size, &psize, &nparts);
 	if ((c = EVP_MD_CTX_new()) == NULL ||
 	    EVP_DigestInit_ex(c, EVP_md5(), NULL) != 1) {
