@@ -195,6 +195,18 @@ int sk_source_list(const char *url, struct sk_strlist *out,
  * an error naming the folder. */
 int sk_source_list_shards(const char *url, struct sk_strlist *out,
     struct sk_error *err);
+/* The same, also appending to manifests the folder's wids manifests
+ * (names ending in .json), which reading the folder as shards leaves
+ * unread; none with no tar shard is an error naming them. */
+int sk_source_list_shards_seen(const char *url, struct sk_strlist *out,
+    struct sk_strlist *manifests, struct sk_error *err);
+/* One line for the user when a folder read as its ntars tar shards also
+ * holds manifests: "URL: DONE the N .tar files of the folder; it also
+ * holds in.json (give it to VERB by the manifest)" (done "read", verb
+ * "read"; a tool's own words for what it did). malloc'd; NULL when
+ * manifests is empty (or memory ran out). */
+char *sk_source_folder_note(const char *url, size_t ntars,
+    const struct sk_strlist *manifests, const char *done, const char *verb);
 
 /*
  * Store bytes as the object at url (gs:// or s3://): a simple upload for a

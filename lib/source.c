@@ -856,24 +856,104 @@ sk__is_tar_name(const char *url)
 	return 0;
 }
 
-int
-sk_source_list_shards(const char *url, struct sk_strlist *out,
-    struct sk_error *err)
+/* A wids manifest by name, as the tools tell one from a pattern. */
+static int
+is_manifest_name(const char *url)
 {
-	struct sk_strlist l = { NULL, 0, 0 };
+	size_t n = strlen(url);
+
+	return n > 5 && strcasecmp(url + n - 5, ".json") == 0;
+}
+
+/* The last segment of a URL, escaped for a terminal, into buf. */
+static const char *
+shown_base(char *buf, size_t cap, const char *url)
+{
+	const char *b = strrchr(url, '/');
+
+	b = b != NULL ? b + 1 : url;
+	sk_escape(buf, cap, b, strlen(b), 0);
+	return buf;
+}
+
+/* "a.json", "a.json and b.json", "a.json, b.json and 3 more .json files" */
+static void
+name_list(char *dst, size_t cap, const struct sk_strlist *l)
+{
+	char a[256], b[256];
+
+	if (l->n == 1)
+		snprintf(dst, cap, "%s", shown_base(a, sizeof a, l->v[0]));
+	else if (l->n == 2)
+		snprintf(dst, cap, "%s and %s", shown_base(a, sizeof a,
+		    l->v[0]), shown_base(b, sizeof b, l->v[1]));
+	else
+		snprintf(dst, cap, "%s, %s and %zu more .json files",
+		    shown_base(a, sizeof a, l->v[0]), shown_base(b, sizeof b,
+		    l->v[1]), l->n - 2);
+}
+
+char *
+sk_source_folder_note(const char *url, size_t ntars,
+    const struct sk_strlist *manifests, const char *done, const char *verb)
+{
+	char names[700], *shown, *note;
+
+	if (manifests == NULL || manifests->n == 0)
+		return NULL;
+	name_list(names, sizeof names, manifests);
+	if ((shown = sk_url_redact(url)) == NULL)
+		return NULL;
+	note = sk__asprintf("%s: %s the %zu .tar file%s of the folder; it also "
+	    "holds %s (give %s to %s by the manifest)", shown, done, ntars,
+	    ntars == 1 ? "" : "s", names, manifests->n == 1 ? "it" : "one",
+	    verb);
+	free(shown);
+	return note;
+}
+
+int
+sk_source_list_shards_seen(const char *url, struct sk_strlist *out,
+    struct sk_strlist *manifests, struct sk_error *err)
+{
+	struct sk_strlist l = { NULL, 0, 0 }, m = { NULL, 0, 0 };
 	size_t i, first = out->n;
+	char names[700], *shown;
 	int rc;
 
 	if ((rc = sk_source_list(url, &l, err)) != 0)
 		return rc;
 	for (i = 0; i < l.n && rc == 0; i++)
-		if (sk__is_tar_name(l.v[i]) && sk_strlist_push(out, l.v[i]) != 0)
+		if ((sk__is_tar_name(l.v[i]) && sk_strlist_push(out,
+		    l.v[i]) != 0) || (is_manifest_name(l.v[i]) &&
+		    sk_strlist_push(&m, l.v[i]) != 0))
 			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
 	sk_strlist_free(&l);
-	if (rc == 0 && out->n == first)
+	if (rc == 0 && out->n == first) {
+		/* The folder of a dataset named by its folder rather than
+		 * its manifest: say which file to give. */
+		shown = sk_url_redact(url);
+		if (m.n > 0)
+			name_list(names, sizeof names, &m);
 		rc = sk_error_set(err, SK_ENOENT, "%s: no .tar files in this "
-		    "folder", url);
+		    "folder%s%s%s", shown != NULL ? shown : url, m.n > 0 ?
+		    "; it holds " : "", m.n > 0 ? names : "", m.n == 0 ? "" :
+		    m.n == 1 ? ": give it to read by the manifest" :
+		    ": give one to read by the manifest");
+		free(shown);
+	}
+	for (i = 0; rc == 0 && manifests != NULL && i < m.n; i++)
+		if (sk_strlist_push(manifests, m.v[i]) != 0)
+			rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+	sk_strlist_free(&m);
 	return rc;
+}
+
+int
+sk_source_list_shards(const char *url, struct sk_strlist *out,
+    struct sk_error *err)
+{
+	return sk_source_list_shards_seen(url, out, NULL, err);
 }
 
 void
