@@ -18,6 +18,7 @@ static const struct cli_command *const cmd_table[] = {
 	&cmd_index_entry,
 	&cmd_cat_entry,
 	&cmd_extract_entry,
+	&cmd_cp_entry,
 	NULL
 };
 

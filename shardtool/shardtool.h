@@ -22,6 +22,7 @@ extern const struct cli_command cmd_verify_entry;
 extern const struct cli_command cmd_index_entry;
 extern const struct cli_command cmd_cat_entry;
 extern const struct cli_command cmd_extract_entry;
+extern const struct cli_command cmd_cp_entry;
 
 /* The end of an option table. */
 #define OPT_END { NULL, 0, 0, 0, NULL, NULL, 0, 0, NULL, 0 }

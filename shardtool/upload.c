@@ -70,6 +70,7 @@ uploader_main(void *arg)
 			u->done++;
 			u->unchanged += same != 0;
 			u->bytes += x->size;
+			u->sent += same ? 0 : x->size;
 		} else if (!u->failed) {
 			u->failed = 1;
 			snprintf(u->err, sizeof u->err, "%s", err.msg);
@@ -188,12 +189,12 @@ uploader_free(struct uploader *u)
 
 void
 uploader_counts(struct uploader *u, uint64_t *done, uint64_t *unchanged,
-    uint64_t *bytes, int *queued)
+    uint64_t *sent, int *queued)
 {
 	pthread_mutex_lock(&u->mu);
 	*done = u->done;
 	*unchanged = u->unchanged;
-	*bytes = u->bytes;
+	*sent = u->sent;
 	*queued = u->queued;
 	pthread_mutex_unlock(&u->mu);
 }

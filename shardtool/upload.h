@@ -36,6 +36,7 @@ struct uploader {
 	char err[SK_ERRMSG_MAX];
 	uint64_t done, bytes;
 	uint64_t unchanged;		/* of done: already there, not sent */
+	uint64_t sent;			/* bytes of the others */
 	char *stage;			/* the local staging folder */
 	unsigned long long nstaged;	/* names given out in it */
 };
@@ -54,9 +55,10 @@ void uploader_check(struct uploader *u);
 /* Wait for every queued object to be in the bucket (a progress line on
  * stderr when progress is set), stop the thread; dies if one failed. */
 void uploader_finish(struct uploader *u, int progress);
-/* The counts so far: stored, of them already there, bytes, still queued. */
+/* The counts so far: stored, of them already there, bytes sent (of the
+ * others), still queued. */
 void uploader_counts(struct uploader *u, uint64_t *done, uint64_t *unchanged,
-    uint64_t *bytes, int *queued);
+    uint64_t *sent, int *queued);
 /* Remove the staging folder and free u, after uploader_finish(). */
 void uploader_free(struct uploader *u);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # json-keys.sh - every tool's --json against the key list of its man page,
 # both ways (tests/py/check_json_keys.py), in the one layout and key style
-# of shardkit-cli(7): shardtool pack and verify, shardload bench,
+# of shardkit-cli(7): shardtool pack, verify and cp, shardload bench,
 # shardtrain on synthetic data and on shards. "--json -" leaves nothing but
 # the JSON on standard output, and the same quantity has the same key in
 # every tool.
@@ -18,7 +18,9 @@ mkdir "$T/s"
 st pack pack cifar10 "$T/c" -o "$T/s/c-%06d.tar" --max-count 25 --seed 1 \
     --json "$T/pack.json"
 st verify verify "$T/s/c.json" --json "$T/verify.json"
-py check_json_keys.py "$man/shardtool.1" "$T/pack.json" "$T/verify.json"
+st cp cp "$T/s/c.json" "$T/cp" --json "$T/cp.json"
+py check_json_keys.py "$man/shardtool.1" "$T/pack.json" "$T/verify.json" \
+    "$T/cp.json"
 
 say "shardload bench"
 sl bench bench "$T/s/c.json" --batch 8 --image-size 16 --workers 2 \
