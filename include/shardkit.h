@@ -797,6 +797,10 @@ int sk_loader_stats(sk_loader *l, struct sk_loader_stats *st);
 const char *sk_loader_bound(const struct sk_loader_stats *st, double wall,
     int decode, double *share);
 void sk_loader_close(sk_loader *l);
+/* One line about the source the user may not expect, for a tool to show
+ * after sk_loader_open(), or NULL: a folder read as its .tar files that
+ * also holds a manifest (see sk_source_folder_note). Valid until close. */
+const char *sk_loader_note(const sk_loader *l);
 const char *sk_skip_reason_name(enum sk_skip_reason r);
 /* What cfg's source holds (cfg->form, or what auto finds there, listing
  * its root folder once), without opening a loader: a tool that must size

@@ -981,9 +981,19 @@ sk__load_shards(sk_loader *l)
 	 * http(s) one's JSON autoindex, a bucket prefix): its tar shards. */
 	n = strlen(c->urls);
 	if ((n > 0 && c->urls[n - 1] == '/' && strstr(c->urls, "::") ==
-	    NULL && strchr(c->urls, '{') == NULL) || sk__is_local_dir(c->urls))
-		rc = sk_source_list_shards(c->urls, &urls, &err);
-	else
+	    NULL && strchr(c->urls, '{') == NULL) ||
+	    sk__is_local_dir(c->urls)) {
+		struct sk_strlist mans = { NULL, 0, 0 };
+
+		/* A manifest beside the shards is not read: the folder's
+		 * .tar files are the data set. Say so, in case it was the
+		 * manifest's data set the user meant. */
+		rc = sk_source_list_shards_seen(c->urls, &urls, &mans, &err);
+		if (rc == 0)
+			l->note = sk_source_folder_note(c->urls, urls.n, &mans,
+			    "read", "read");
+		sk_strlist_free(&mans);
+	} else
 		rc = sk_url_expand(c->urls, &urls, &err);
 	if (rc != 0)
 		return sk__fatal(&l->h, rc, "%s", err.msg);

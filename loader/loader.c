@@ -863,6 +863,7 @@ sk_loader_close(sk_loader *l)
 	free(l->workers);
 	free(l->urls_copy);
 	free(l->manifest_copy);
+	free(l->note);
 	if (l->inited) {
 		pthread_mutex_destroy(&l->mu);
 		pthread_mutex_destroy(&l->ahead_mu);
@@ -872,4 +873,10 @@ sk_loader_close(sk_loader *l)
 	}
 	l->h.magic = 0;
 	free(l);
+}
+
+const char *
+sk_loader_note(const sk_loader *l)
+{
+	return l != NULL ? l->note : NULL;
 }

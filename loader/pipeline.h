@@ -161,6 +161,7 @@ struct sk_loader {
 	struct sk_loader_config cfg;
 	struct sk__aug_config acfg;
 	char *urls_copy, *manifest_copy;
+	char *note;		/* sk_loader_note(), or NULL */
 
 	struct shardinfo *shards;	/* the files form: one per file */
 	size_t nshards;

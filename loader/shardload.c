@@ -168,6 +168,8 @@ open_loader(const struct opts *o)
 
 	if (sk_loader_open(&l, &o->l.cfg) != 0)
 		die("%s", l != NULL ? sk_errmsg(l) : "out of memory");
+	if (sk_loader_note(l) != NULL && !cli_quiet)
+		warn("%s", sk_loader_note(l));
 	return l;
 }
 

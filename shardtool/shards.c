@@ -50,15 +50,23 @@ static void push_shard(struct shard_list *l, char *url,
 static void
 push_folder(struct shard_list *out, const char *url)
 {
-	struct sk_strlist l = { 0 };
+	struct sk_strlist l = { 0 }, mans = { 0 };
 	struct sk_error err;
+	char *note;
 	size_t i;
 
-	if (sk_source_list_shards(url, &l, &err) != 0)
+	if (sk_source_list_shards_seen(url, &l, &mans, &err) != 0)
 		die("%s", err.msg);
 	for (i = 0; i < l.n; i++)
 		push_shard(out, xstrdup(l.v[i]), NULL, 0);
+	/* As the loader reads a folder: its .tar files, not a manifest
+	 * beside them; say so. */
+	if ((note = sk_source_folder_note(url, l.n, &mans, "read",
+	    "read")) != NULL && !cli_quiet)
+		warn("%s", note);
+	free(note);
 	sk_strlist_free(&l);
+	sk_strlist_free(&mans);
 }
 
 static void

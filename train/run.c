@@ -123,6 +123,7 @@ data_open(struct data *d, const struct train_config *cfg, int rank, int world,
     int epoch, long batch, long epochs, int synthetic, char *err,
     size_t errlen)
 {
+	static int noted;
 	struct sk_loader_config lc = cfg->loader;
 	struct sk_loader_stats st;
 	int rc;
@@ -190,6 +191,12 @@ data_open(struct data *d, const struct train_config *cfg, int rank, int world,
 		sk_loader_close(d->l);
 		d->l = NULL;
 		return -1;
+	}
+	/* a folder read as its shards beside a manifest: say which, once
+	 * (the ceilings and each resume open the loader again) */
+	if (rank == 0 && !noted && sk_loader_note(d->l) != NULL) {
+		fprintf(stderr, "shardtrain: %s\n", sk_loader_note(d->l));
+		noted = 1;
 	}
 	sk_loader_stats(d->l, &st);
 	d->per_epoch = st.batches_per_epoch;
