@@ -80,6 +80,11 @@ struct verify {
 	int classify;		/* this shard holds images and labels */
 	struct unlabelled *wait;	/* samples waiting on classify */
 	size_t nwait;
+	/* the progress line: shards done of nshards, bytes of samples read */
+	struct cli_progress prog;
+	size_t ishard, nshards;
+	uint64_t bytes;
+	double t0;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -146,6 +151,12 @@ vproblem(struct verify *v, const char *prefix, const char *fmt, va_list ap)
 	char msg[SK_ERRMSG_MAX + 512];
 
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	/* A problem's line replaces the progress line, which comes back
+	 * at its next update. */
+	if (v->prog.shown) {
+		fputs("\r\033[K", stderr);
+		v->prog.shown = 0;
+	}
 	warn("%s%s", prefix, msg);
 	v->nproblems++;
 }
@@ -418,6 +429,17 @@ check_manifest(struct verify *v, const struct sk_manifest_shard *expect,
 }
 
 static void
+progress(struct verify *v)
+{
+	double dt = cli_now() - v->t0;
+
+	cli_progress(&v->prog, "%zu/%zu shards, %" PRIu64 " samples, %.1f MB, "
+	    "%.0f samples/s, %" PRIu64 " problems", v->ishard, v->nshards,
+	    v->nsamples, v->bytes / 1e6, dt > 0 ? v->nsamples / dt : 0.0,
+	    v->nproblems);
+}
+
+static void
 verify_shard(struct verify *v, const struct shard *sh, int decode)
 {
 	struct sk_sample s = { 0 };
@@ -437,8 +459,12 @@ verify_shard(struct verify *v, const struct shard *sh, int decode)
 		problem(v, "%s", err.msg);
 		return;
 	}
-	while ((rc = sk_sample_reader_next(r, &s, want_data, &decode)) > 0)
+	while ((rc = sk_sample_reader_next(r, &s, want_data, &decode)) > 0) {
 		check_sample(v, &s, decode);
+		v->bytes += s.bytes;
+		if (cli_progress_due(&v->prog))
+			progress(v);
+	}
 	if (rc < 0)
 		problem(v, "%s", sk_errmsg(r));
 	sk_sample_free(&s);
@@ -482,12 +508,22 @@ cmd_verify_exec(int argc, char **argv)
 
 	first = shards_parse(&cmd_verify_entry, argc, argv, verify_set, &o);
 	shards_expand(argc - first, argv + first, &shards);
+	/* Decoding every image takes long: on a terminal, a line says how
+	 * far it is (stderr; not under -q), ending where the summary does. */
+	cli_progress_init(&v.prog);
+	v.nshards = shards.n;
+	v.t0 = t0;
 	for (i = 0; i < shards.n; i++) {
 		/* --classes wins over what a manifest names. */
 		v.classes = o.classes > 0 ? o.classes :
 		    (long long)shards.v[i].nclasses;
 		verify_shard(&v, &shards.v[i], o.decode);
+		v.ishard = i + 1;
+		if (cli_progress_due(&v.prog))
+			progress(&v);
 	}
+	progress(&v);
+	cli_progress_done(&v.prog);
 	/* With --json -, standard output holds the JSON alone. */
 	summary = o.json != NULL && strcmp(o.json, "-") == 0 ? stderr : stdout;
 	if (!cli_quiet) {
