@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install.sh - "make install DESTDIR=..." installs the tool, the library, its
 # header, shardkit.pc and the man pages; a program built against the
-# installed header and pkg-config file links and runs.
+# installed header and pkg-config file links and runs; the bash and zsh
+# completions are installed and complete from the installed tools.
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 need_cmd pkg-config
@@ -54,11 +55,39 @@ PATH="$D$bindir:$PATH" LD_LIBRARY_PATH="$D$libdir" run_rc 0 comp bash -c '
 	source "$1"
 	t() { COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _shardkit
 		echo "$* -> ${COMPREPLY[*]}"; }
-	t shardtool pa; t shardtool pack --max-c; t shardtool ver' _ \
+	t shardtool pa; t shardtool pack --max-c; t shardtool ver
+	t shardtool cp --dry' _ \
     "$D$comp/shardtool"
 has comp.out "shardtool pa -> pack"
 has comp.out "shardtool pack --max-c -> --max-count"
 has comp.out "shardtool ver -> verify"
+has comp.out "shardtool cp --dry -> --dry-run"
+
+zcomp="$prefix/share/zsh/site-functions"
+[ -f "$D$zcomp/_shardkit" ] || fail "make install did not install $zcomp/_shardkit"
+head -n 1 "$D$zcomp/_shardkit" | grep -q '^#compdef shardtool shardload shardtrain shardfs$' ||
+    fail "$zcomp/_shardkit does not start with its #compdef line"
+if command -v zsh >/dev/null; then
+	say "zsh completes commands and options from the installed tool"
+	# compadd and _files stand in for zsh's own, which need a terminal:
+	# they print what would be offered for the word typed so far.
+	PATH="$D$bindir:$PATH" LD_LIBRARY_PATH="$D$libdir" run_rc 0 zcomp \
+	    zsh -fc '
+	fpath=("$1" $fpath)
+	autoload -Uz _shardkit
+	compadd() { local -a m; m=(${(M)${(P)2}:#${PREFIX}*}); print -r -- "$m"; }
+	_files() { print -r -- "(files)"; }
+	t() { local -a words; words=("$@"); CURRENT=$#; PREFIX=$words[-1]
+		print -rn -- "$* -> "; _shardkit; }
+	t shardtool pa; t shardtool pack --max-c; t shardtool c
+	t shardtool cp --dry; t shardload bench --work; t shardtool ls x' _ "$D$zcomp"
+	has zcomp.out "shardtool pa -> pack"
+	has zcomp.out "shardtool pack --max-c -> --max-count"
+	has zcomp.out "shardtool c -> cat cp"
+	has zcomp.out "shardtool cp --dry -> --dry-run"
+	has zcomp.out "shardload bench --work -> --workers"
+	has zcomp.out "shardtool ls x -> (files)"
+fi
 ls "$D$libdir"/libshardkit.so* >/dev/null 2>&1 ||
     fail "make install did not install $libdir/libshardkit.so*"
 [ -e "$D$libdir/libshardkit.so" ] || fail "no $libdir/libshardkit.so for -lshardkit"
