@@ -314,7 +314,7 @@ open_destination(struct cp *c)
 static void
 check_not_same(struct cp *c)
 {
-	char *sdir = xstrdup(c->src_manifest != NULL ? c->src : c->src), *p;
+	char *sdir = xstrdup(c->src), *p;
 	char a[4096], b[4096];
 
 	if (c->src_manifest != NULL) {
