@@ -730,6 +730,8 @@ fs_tree_init(struct sk_error *err)
 
 	pthread_condattr_t ca;
 
+	/* A large folder's JSON is parsed apart from the names kept. */
+	sk__json_scratch_install();
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&tree.cond, &ca);

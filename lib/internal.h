@@ -219,6 +219,13 @@ int sk__source_list_entries(const char *url, struct sk__entries *out,
     struct sk_error *err);
 void sk__entries_free(struct sk__entries *e);
 
+/* A listing's JSON built apart from the heap (listing.c): install once,
+ * at start, in a process that keeps listings for long (shardfs); a
+ * parse between begin and end must let go of every value it made. */
+void sk__json_scratch_install(void);
+void sk__json_scratch_begin(void);
+void sk__json_scratch_end(void);
+
 /* What the parsers of listings share. A name of len bytes is one path
  * segment: not empty, "." or "..", no '/' or NUL. */
 int sk__entry_name_ok(const char *name, size_t len);

@@ -175,9 +175,11 @@ sk__http_listing(const char *text, size_t len, const char *display,
 	size_t i, n, nosize = 0;
 	int dir, rc = 0;
 
+	sk__json_scratch_begin();
 	root = json_loadb(text, len, 0, &jerr);
 	if (root == NULL || !json_is_array(root)) {
 		json_decref(root);
+		sk__json_scratch_end();
 		return sk_error_set(err, SK_EFORMAT, "%s: not a JSON listing (an "
 		    "nginx folder with \"autoindex on; autoindex_format json;\""
 		    "; give a manifest or a pattern instead)", display);
@@ -219,6 +221,7 @@ sk__http_listing(const char *text, size_t len, const char *display,
 		    nosize, nosize == 1 ? "" : "s", nosize == 1 ? "is" : "are",
 		    first);
 	json_decref(root);
+	sk__json_scratch_end();
 	return rc;
 }
 
