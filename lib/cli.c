@@ -561,6 +561,40 @@ closest_option(const struct cli_option *const *all, int n, const char *arg)
 	return best;
 }
 
+/*
+ * shardkit-cli(7): a long option may be cut to a unique prefix. getopt
+ * reports one that is not unique as it does an unknown one: say which
+ * options it could be (--cache: --cache-mb, --cache-dir, ...), and stop.
+ */
+static void
+ambiguous(const struct cli_option *const *all, int n, const char *arg)
+{
+	char list[512];
+	size_t len, k = 0;
+	int i, found = 0;
+
+	if (strncmp(arg, "--", 2) != 0)
+		return;
+	arg += 2;
+	len = strcspn(arg, "=");
+	if (len == 0)
+		return;
+	list[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (strncmp(all[i]->name, arg, len) != 0)
+			continue;
+		if (all[i]->name[len] == '\0')
+			return;		/* whole: not ambiguous */
+		if (k < sizeof list)
+			k += (size_t)snprintf(list + k, sizeof list - k,
+			    "%s--%s", found ? ", " : "", all[i]->name);
+		found++;
+	}
+	if (found >= 2)
+		usage_error("--%.*s: an ambiguous option; it could be %s",
+		    (int)len, arg, list);
+}
+
 int
 cli_parse(const struct cli_command *cmd, int argc, char **argv,
     cli_setter set, void *ctx)
@@ -611,6 +645,7 @@ cli_parse(const struct cli_command *cmd, int argc, char **argv,
 
 			if (optopt != 0)
 				usage_error("-%c: unknown option", optopt);
+			ambiguous(all, n, argv[optind - 1]);
 			if ((near = closest_option(all, n, argv[optind - 1])) !=
 			    NULL)
 				usage_error("%s: unknown option; did you mean "
