@@ -127,6 +127,19 @@ int sk__gcs_jwt(const char *json, size_t len, const char *file,
     struct sk_error *err);
 
 /*
+ * Either kind of credentials file Google's application-default
+ * credentials name: a service account's key (its JWT assertion, above) or
+ * gcloud's "authorized_user" (a refresh token, with client_id and
+ * client_secret). *body is the form to POST to *token_uri (wipe it after
+ * use: it holds the assertion or the secrets); *quota the
+ * quota_project_id to bill, or NULL; *user 1 for authorized_user. file
+ * names the file in messages; no secret ever appears in one.
+ */
+int sk__gcs_grant(const char *json, size_t len, const char *file,
+    const char *scope, time_t now, char **body, char **token_uri,
+    char **quota, int *user, struct sk_error *err);
+
+/*
  * What the JSON API answers, parsed (source_gs.c): n bytes of server
  * input each; display names the request in messages.
  */

@@ -1,7 +1,9 @@
 /*
- * gcs_jwt.c - the two steps of Google's service-account OAuth2 that need no
- * network: a key file to a signed JWT assertion, and a token endpoint's
- * answer to an access token. The requests themselves are gcs_auth.c's.
+ * gcs_jwt.c - the steps of Google's OAuth2 that need no network: a
+ * credentials file (a service account's key, or gcloud's authorized_user
+ * refresh token) to the form that asks a token endpoint for an access
+ * token, and that endpoint's answer to the token. The requests themselves
+ * are source_gs.c's.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -152,6 +154,22 @@ member(json_t *root, const char *name, int required, const char *file,
 	return (0);
 }
 
+/* A token_uri becomes a request: a file must not point it at file:// or
+ * smuggle a header in with a newline. */
+static int
+uri_ok(const char *uri, const char *file, struct sk_error *err)
+{
+	const char *p;
+
+	for (p = uri; *p > ' ' && *p != 0x7f; p++)
+		;
+	if ((strncmp(uri, "https://", 8) != 0 &&
+	    strncmp(uri, "http://", 7) != 0) || *p != '\0')
+		return (sk_error_set(err, SK_EFORMAT, "%s: \"token_uri\" is not "
+		    "an http:// or https:// URL", file));
+	return (0);
+}
+
 /* OpenSSL would ask on the terminal for an encrypted key's passphrase. */
 static int
 no_passphrase(char *buf, int size, int rwflag, void *u)
@@ -233,7 +251,7 @@ sk__gcs_jwt(const char *json, size_t len, const char *file,
 {
 	json_t *root = NULL, *hdr = NULL, *claims = NULL;
 	json_error_t jerr;
-	const char *type, *email, *pem = NULL, *uri, *kid, *p;
+	const char *type, *email, *pem = NULL, *uri, *kid;
 	char *hdr64 = NULL, *claims64 = NULL, *input = NULL, *sig64 = NULL;
 	char why[REASON_MAX + 4];
 	size_t pemlen = 0;
@@ -278,16 +296,8 @@ sk__gcs_jwt(const char *json, size_t len, const char *file,
 	pemlen = json_string_length(json_object_get(root, "private_key"));
 	if (uri == NULL || uri[0] == '\0')
 		uri = TOKEN_URI_DEFAULT;
-	/* The URI becomes a request; a file must not point it at file://
-	 * or smuggle a header in with a newline. */
-	for (p = uri; *p > ' ' && *p != 0x7f; p++)
-		;
-	if ((strncmp(uri, "https://", 8) != 0 &&
-	    strncmp(uri, "http://", 7) != 0) || *p != '\0') {
-		rc = sk_error_set(err, SK_EFORMAT, "%s: \"token_uri\" is not an "
-		    "http:// or https:// URL", file);
+	if ((rc = uri_ok(uri, file, err)) != 0)
 		goto out;
-	}
 
 	hdr = json_pack("{s:s, s:s}", "alg", "RS256", "typ", "JWT");
 	claims = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", email,
@@ -327,6 +337,177 @@ out:
 	free(claims64);
 	free(input);
 	free(sig64);
+	return (rc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* gcloud's authorized_user, and either kind of file                        */
+
+/* A member of an authorized_user file: a non-empty string. */
+static int
+user_member(json_t *root, const char *name, const char *file,
+    const char **out, struct sk_error *err)
+{
+	json_t *v = json_object_get(root, name);
+
+	*out = json_string_value(v);
+	if (v == NULL || json_is_null(v))
+		return (sk_error_set(err, SK_EFORMAT, "%s: no \"%s\"; not "
+		    "gcloud's authorized_user credentials", file, name));
+	if (*out == NULL)
+		return (sk_error_set(err, SK_EFORMAT, "%s: \"%s\" is not a "
+		    "string", file, name));
+	if ((*out)[0] == '\0')
+		return (sk_error_set(err, SK_EFORMAT, "%s: \"%s\" is empty",
+		    file, name));
+	return (0);
+}
+
+/* jansson's copy of a secret member, wiped before it goes back. */
+static void
+wipe_member(json_t *root, const char *name)
+{
+	json_t *v = json_object_get(root, name);
+
+	if (json_is_string(v))
+		OPENSSL_cleanse((void *)json_string_value(v),
+		    json_string_length(v));
+}
+
+/* An escaped secret, wiped and freed. */
+static void
+free_secret(char *s)
+{
+	if (s != NULL)
+		OPENSSL_cleanse(s, strlen(s));
+	free(s);
+}
+
+/*
+ * RFC 6749 section 6 as Google's libraries send it for the
+ * application-default credentials "gcloud auth application-default login"
+ * writes: {"type": "authorized_user", "client_id", "client_secret",
+ * "refresh_token"[, "quota_project_id", "token_uri"]}.
+ */
+static int
+user_grant(json_t *root, const char *file, char **body, char **token_uri,
+    char **quota, struct sk_error *err)
+{
+	const char *id, *secret, *refresh, *uri, *qp;
+	char *eid = NULL, *esecret = NULL, *erefresh = NULL;
+	json_t *v;
+	int rc;
+
+	if ((rc = user_member(root, "client_id", file, &id, err)) != 0 ||
+	    (rc = user_member(root, "client_secret", file, &secret,
+	    err)) != 0 ||
+	    (rc = user_member(root, "refresh_token", file, &refresh,
+	    err)) != 0 || (rc = member(root, "token_uri", 0, file, &uri,
+	    err)) != 0 || (rc = member(root, "quota_project_id", 0, file, &qp,
+	    err)) != 0)
+		return (rc);
+	if (uri == NULL || uri[0] == '\0')
+		uri = TOKEN_URI_DEFAULT;
+	if ((rc = uri_ok(uri, file, err)) != 0)
+		return (rc);
+	/* It goes into an x-goog-user-project header: a project id is
+	 * lower-case letters, digits and '-', 30 at most; allow a little
+	 * more, but nothing that could break the header. */
+	if (qp != NULL && qp[0] != '\0') {
+		if ((v = json_object_get(root, "quota_project_id")) == NULL ||
+		    json_string_length(v) > 100 ||
+		    strspn(qp, "abcdefghijklmnopqrstuvwxyz"
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") !=
+		    json_string_length(v))
+			return (sk_error_set(err, SK_EFORMAT, "%s: "
+			    "\"quota_project_id\" is not a project id", file));
+	} else
+		qp = NULL;
+	/* application/x-www-form-urlencoded: every byte but the unreserved
+	 * ones as %XX. */
+	if ((eid = sk__uri_escape(id, 0)) == NULL ||
+	    (esecret = sk__uri_escape(secret, 0)) == NULL ||
+	    (erefresh = sk__uri_escape(refresh, 0)) == NULL ||
+	    (*body = sk__asprintf("grant_type=refresh_token&client_id=%s&"
+	    "client_secret=%s&refresh_token=%s", eid, esecret,
+	    erefresh)) == NULL ||
+	    (*token_uri = strdup(uri)) == NULL ||
+	    (qp != NULL && (*quota = strdup(qp)) == NULL)) {
+		free_secret(*body);
+		free(*token_uri);
+		*body = *token_uri = NULL;
+		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+	free(eid);
+	free_secret(esecret);
+	free_secret(erefresh);
+	return (rc);
+}
+
+int
+sk__gcs_grant(const char *json, size_t len, const char *file,
+    const char *scope, time_t now, char **body, char **token_uri,
+    char **quota, int *user, struct sk_error *err)
+{
+	json_t *root;
+	json_error_t jerr;
+	const char *type;
+	char *jwt = NULL, why[REASON_MAX + 4];
+	int rc;
+
+	*body = *token_uri = *quota = NULL;
+	*user = 0;
+	if (file == NULL)
+		file = "credentials file";
+	if (len > KEY_MAX_BYTES)
+		return (sk_error_set(err, SK_ETOOBIG, "%s: %zu bytes; a "
+		    "credentials file is at most %d", file, len,
+		    KEY_MAX_BYTES));
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL || !json_is_object(root)) {
+		rc = root == NULL ?
+		    sk_error_set(err, SK_EFORMAT, "%s: not JSON (line %d, "
+		    "column %d)", file, jerr.line, jerr.column) :
+		    sk_error_set(err, SK_EFORMAT, "%s: not a JSON object; not "
+		    "a credentials file", file);
+		goto out;
+	}
+	if ((rc = member(root, "type", 1, file, &type, err)) != 0)
+		goto out;
+	if (strcmp(type, "authorized_user") == 0) {
+		*user = 1;
+		rc = user_grant(root, file, body, token_uri, quota, err);
+		goto out;
+	}
+	if (strcmp(type, "service_account") != 0) {
+		/* "external_account", "impersonated_service_account": they
+		 * need more than one request; said plainly. */
+		clean(why, sizeof why, type);
+		rc = sk_error_set(err, SK_EACCES, "%s: \"type\" is \"%s\"; "
+		    "shardkit takes \"service_account\" and "
+		    "\"authorized_user\" files", file, why);
+		goto out;
+	}
+	if ((rc = sk__gcs_jwt(json, len, file, scope, now, &jwt, token_uri,
+	    err)) != 0)
+		goto out;
+	/* RFC 7523 section 2.1. */
+	*body = sk__asprintf("grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3A"
+	    "grant-type%%3Ajwt-bearer&assertion=%s", jwt);
+	/* It buys tokens for an hour. */
+	free_secret(jwt);
+	if (*body == NULL) {
+		free(*token_uri);
+		*token_uri = NULL;
+		rc = sk_error_set(err, SK_ENOMEM, "out of memory");
+	}
+out:
+	if (root != NULL) {
+		wipe_member(root, "private_key");
+		wipe_member(root, "client_secret");
+		wipe_member(root, "refresh_token");
+	}
+	json_decref(root);
 	return (rc);
 }
 

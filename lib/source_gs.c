@@ -8,7 +8,10 @@
  * Credentials, in the order Google's libraries look for them:
  * STORAGE_EMULATOR_HOST (plain http, no auth), GOOGLE_OAUTH_ACCESS_TOKEN,
  * GOOGLE_APPLICATION_CREDENTIALS (a service-account key: an RS256 JWT
- * exchanged at its token_uri), the metadata server (GCE_METADATA_HOST).
+ * exchanged at its token_uri; or gcloud's authorized_user: a refresh
+ * token), else gcloud's application_default_credentials.json (in
+ * CLOUDSDK_CONFIG or ~/.config/gcloud), the metadata server
+ * (GCE_METADATA_HOST).
  * One thread refreshes the token before it expires, for every other one.
  */
 #include <sys/stat.h>
@@ -65,8 +68,11 @@ static struct {
 	char refresh_err[SK_ERRMSG_MAX];	/* the last refresh's failure */
 	char source[300];	/* where the token comes from, for messages */
 	char *keyfile, *meta_url;
+	const char *keyvar;	/* how keyfile was found, for messages */
+	int user;		/* keyfile is gcloud's authorized_user */
+	char *quota;		/* its quota_project_id, or NULL */
 } gcs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0,
-    "", NULL, NULL, 0, 0, "", "", NULL, NULL };
+    "", NULL, NULL, 0, 0, "", "", NULL, NULL, NULL, 0, NULL };
 
 /* A file the user named, read whole: a regular file of at most max. */
 static int
@@ -105,10 +111,12 @@ read_small(const char *path, size_t max, char **out, size_t *len,
 	return 0;
 }
 
-/* Ask for a token: the key's JWT at its token_uri, or the metadata
- * server. No lock held: the engine carries it. */
+/* Ask for a token: the key's JWT or the refresh token at the file's
+ * token_uri, or the metadata server. Called without gcs.mu: the engine
+ * carries the request. */
 static int
-fetch_token(char **token, long *lifetime, struct sk_error *err)
+fetch_token(char **token, long *lifetime, char **quotap, int *userp,
+    struct sk_error *err)
 {
 	static const char *const form[] = {
 		"Content-Type: application/x-www-form-urlencoded", NULL
@@ -116,30 +124,27 @@ fetch_token(char **token, long *lifetime, struct sk_error *err)
 	static const char *const flavor[] = { "Metadata-Flavor: Google",
 		NULL };
 	struct sk__req r;
-	char *key = NULL, *jwt = NULL, *uri = NULL, *body = NULL;
+	char *key = NULL, *uri = NULL, *body = NULL, *quota = NULL;
 	size_t klen = 0;
-	int rc, tries;
+	int rc, tries, user = 0;
 
 	memset(&r, 0, sizeof r);
+	*quotap = NULL;
+	*userp = 0;
 	if (gcs.mode == M_KEY) {
 		if ((rc = read_small(gcs.keyfile, KEY_MAX, &key, &klen,
 		    err)) != 0)
 			return rc;
-		rc = sk__gcs_jwt(key, klen, gcs.keyfile, SCOPE, time(NULL),
-		    &jwt, &uri, err);
+		rc = sk__gcs_grant(key, klen, gcs.keyfile, SCOPE, time(NULL),
+		    &body, &uri, &quota, &user, err);
 		OPENSSL_cleanse(key, klen);
 		free(key);
+		/* What the file is, for messages; the project to bill. Read
+		 * again at each refresh, as the file may be replaced. */
+		*userp = user;
 		if (rc != 0)
 			return rc;
-		body = sk__asprintf("grant_type=urn%%3Aietf%%3Aparams%%3A"
-		    "oauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s", jwt);
-		/* It buys tokens for an hour. */
-		OPENSSL_cleanse(jwt, strlen(jwt));
-		free(jwt);
-		if (body == NULL) {
-			free(uri);
-			return sk_error_set(err, SK_ENOMEM, "out of memory");
-		}
+		*quotap = quota;
 		r.method = "POST";
 		r.url = uri;
 		r.headers = form;
@@ -190,6 +195,10 @@ fetch_token(char **token, long *lifetime, struct sk_error *err)
 		OPENSSL_cleanse(r.resp, r.resp_len);
 	sk__req_free(&r);
 	free(uri);
+	if (rc != 0) {
+		free(*quotap);
+		*quotap = NULL;
+	}
 	return rc;
 }
 
@@ -211,8 +220,8 @@ refresher(void *arg)
 	struct sk_error err;
 	struct timespec ts;
 	long lifetime = 0;
-	char *tok = NULL;
-	int rc, fails = 0;
+	char *tok = NULL, *quota = NULL;
+	int rc, fails = 0, user = 0;
 	double wait;
 
 	(void)arg;
@@ -227,9 +236,11 @@ refresher(void *arg)
 		if (time(NULL) < refresh_at())
 			continue;
 		pthread_mutex_unlock(&gcs.mu);
-		rc = fetch_token(&tok, &lifetime, &err);
+		rc = fetch_token(&tok, &lifetime, &quota, &user, &err);
 		pthread_mutex_lock(&gcs.mu);
 		if (rc == 0) {
+			free(gcs.quota);
+			gcs.quota = quota;
 			if (gcs.token != NULL)
 				OPENSSL_cleanse(gcs.token, strlen(gcs.token));
 			free(gcs.token);
@@ -281,6 +292,40 @@ env_endpoint(const char *name, const char *v, struct sk_error *err)
 	return ep;
 }
 
+/*
+ * gcloud's application-default credentials file, as Google's libraries
+ * look for it when GOOGLE_APPLICATION_CREDENTIALS is unset:
+ * $CLOUDSDK_CONFIG/application_default_credentials.json, CLOUDSDK_CONFIG
+ * being ~/.config/gcloud unless set. *path is NULL when there is none.
+ */
+static int
+gcloud_file(char **path, struct sk_error *err)
+{
+	const char *dir = getenv("CLOUDSDK_CONFIG"), *home = getenv("HOME");
+	struct stat st;
+	char *p;
+
+	*path = NULL;
+	if (dir != NULL && *dir != '\0')
+		p = sk__asprintf("%s/application_default_credentials.json",
+		    dir);
+	else if (home != NULL && *home != '\0')
+		p = sk__asprintf("%s/.config/gcloud/"
+		    "application_default_credentials.json", home);
+	else
+		return 0;
+	if (p == NULL)
+		return sk_error_set(err, SK_ENOMEM, "out of memory");
+	/* There, even if unreadable: its error says more than the
+	 * metadata server's silence would. */
+	if (stat(p, &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+		free(p);
+		return 0;
+	}
+	*path = p;
+	return 0;
+}
+
 static int
 load(struct sk_error *err)
 {
@@ -314,11 +359,15 @@ load(struct sk_error *err)
 	if ((v = getenv("GOOGLE_APPLICATION_CREDENTIALS")) != NULL &&
 	    *v != '\0') {
 		gcs.mode = M_KEY;
-		snprintf(gcs.source, sizeof gcs.source, "the service-account "
-		    "key %s (GOOGLE_APPLICATION_CREDENTIALS)", v);
+		gcs.keyvar = "GOOGLE_APPLICATION_CREDENTIALS";
 		if ((gcs.keyfile = strdup(v)) == NULL)
 			return sk_error_set(err, SK_ENOMEM, "out of memory");
-	} else {
+	} else if ((rc = gcloud_file(&gcs.keyfile, err)) != 0)
+		return rc;
+	if (gcs.keyfile != NULL && gcs.keyvar == NULL) {
+		gcs.mode = M_KEY;
+		gcs.keyvar = "gcloud's application-default credentials";
+	} else if (gcs.keyfile == NULL) {
 		gcs.mode = M_METADATA;
 		v = getenv("GCE_METADATA_HOST");
 		snprintf(gcs.source, sizeof gcs.source, "the metadata server "
@@ -328,17 +377,23 @@ load(struct sk_error *err)
 			return sk_error_set(err, SK_ENOMEM, "out of memory");
 	}
 	/* The first token now, so a bad key says so before any read. */
-	if ((rc = fetch_token(&tok, &lifetime, err)) != 0) {
+	rc = fetch_token(&tok, &lifetime, &gcs.quota, &gcs.user, err);
+	if (gcs.mode == M_KEY)
+		/* The kind is known once the file was read. */
+		snprintf(gcs.source, sizeof gcs.source, "the %s %s (%s)",
+		    gcs.user ? "authorized_user credentials" :
+		    "service-account key", gcs.keyfile, gcs.keyvar);
+	if (rc != 0) {
 		char why[SK_ERRMSG_MAX];
 
 		snprintf(why, sizeof why, "%s", err->msg);
 		if (gcs.mode == M_METADATA && getenv("GCE_METADATA_HOST") ==
 		    NULL)
 			return sk_error_set(err, SK_EACCES, "gs://: no Google "
-			    "credentials: set GOOGLE_APPLICATION_CREDENTIALS "
-			    "to a service-account key file, "
-			    "GOOGLE_OAUTH_ACCESS_TOKEN to a token, or "
-			    "STORAGE_EMULATOR_HOST for an emulator (the "
+			    "credentials: run 'gcloud auth application-default "
+			    "login', set GOOGLE_APPLICATION_CREDENTIALS to a "
+			    "key file, GOOGLE_OAUTH_ACCESS_TOKEN to a token, "
+			    "or STORAGE_EMULATOR_HOST for an emulator (the "
 			    "metadata server did not answer: %s)", why);
 		/* A token endpoint's refusal names only its URL: say which
 		 * credentials it refused. */
@@ -405,6 +460,18 @@ gcs_headers(void *ctx, const char *method, const char *url,
 		*h = nl;
 		OPENSSL_cleanse(line, strlen(line));
 		free(line);
+		/* gcloud's quota_project_id, sent as Google's libraries
+		 * send it: the project billed for the requests. */
+		if (gcs.quota != NULL && ((line = sk__asprintf(
+		    "x-goog-user-project: %s", gcs.quota)) == NULL ||
+		    (nl = curl_slist_append(*h, line)) == NULL)) {
+			free(line);
+			snprintf(msg, n, "out of memory");
+			rc = SK_ENOMEM;
+		} else if (gcs.quota != NULL) {
+			*h = nl;
+			free(line);
+		}
 	}
 	pthread_mutex_unlock(&gcs.mu);
 	return rc;

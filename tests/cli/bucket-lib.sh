@@ -12,8 +12,11 @@ unset STORAGE_EMULATOR_HOST GOOGLE_OAUTH_ACCESS_TOKEN \
     AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE \
     AWS_REGION AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 \
     SK_S3_ADDRESSING SK_LIST_PAGE
+# gcloud's application-default credentials are looked for in
+# CLOUDSDK_CONFIG (else ~/.config/gcloud): a folder with none.
 export AWS_CONFIG_FILE="$T/no-aws-config" \
-    AWS_SHARED_CREDENTIALS_FILE="$T/no-aws-credentials"
+    AWS_SHARED_CREDENTIALS_FILE="$T/no-aws-credentials" \
+    CLOUDSDK_CONFIG="$T/no-gcloud"
 
 # bucket_server NAME PORT CMD...: start a server, wait for its port (30 s).
 bucket_server() {

@@ -3,10 +3,12 @@ tests: the GCE metadata server and the OAuth2 token endpoint that takes a
 service account's signed JWT.
 
   fake_gcp_auth.py --metadata --port-file F [COMMON]
-  fake_gcp_auth.py --token-endpoint --public-key PEM --port-file F [COMMON]
+  fake_gcp_auth.py --token-endpoint [--public-key PEM]
+                   [--authorized-user JSON] --port-file F [COMMON]
   fake_gcp_auth.py --storage-proxy URL [--deny-token-prefix P]
                    --port-file F [COMMON]
   fake_gcp_auth.py --make-key DIR [--token-uri URL]
+  fake_gcp_auth.py --make-user DIR [--token-uri URL]
 
 COMMON: [--log F] [--tokens-file F] [--expires-in N]
 
@@ -29,6 +31,14 @@ and should be: the proxy takes only the tokens this process issued.
                     most 3600 and iat within 300 s of now. Answers
                     {"access_token": "sa-N-HEX", ...} or 400
                     {"error": "invalid_grant", "error_description": WHY}.
+                    With --authorized-user JSON (gcloud's
+                    application_default_credentials.json, as --make-user
+                    writes it), also grant_type=refresh_token&client_id=
+                    &client_secret=&refresh_token= (RFC 6749 section 6),
+                    all three as JSON has them: {"access_token":
+                    "user-N-HEX", ...}; a refresh token or client it does
+                    not know gets 400 invalid_grant "Token has been
+                    expired or revoked." as Google's endpoint says.
   --storage-proxy URL
                     every request (any method) whose path starts with
                     /storage/, /upload/ or /download/ wants "Authorization:
@@ -63,6 +73,14 @@ and should be: the proxy takes only the tokens this process issued.
                     "denied" (403), "bad body" (400, a Content-Length or
                     chunked body that does not parse) or "upstream: ERROR"
                     (502).
+
+--make-user writes DIR/adc.json, gcloud's authorized_user credentials
+(fresh client_secret and refresh_token, a quota_project_id) with the
+same token_uri, for --authorized-user.
+
+A storage log line has "user_project": the x-goog-user-project header
+sent, or null. A token line has "grant": "jwt-bearer" or
+"refresh_token" (or what else was asked).
 
 --make-key writes DIR/sa.json, a service-account key file as the Cloud
 console gives one (a fresh 2048-bit RSA key, PKCS#8 PEM), whose token_uri
@@ -144,6 +162,26 @@ def make_key(folder, token_uri):
         f.write(pub)
 
 
+def make_user(folder, token_uri):
+    adc = {
+        "account": "",
+        "client_id": "%d-shardkit.apps.googleusercontent.com"
+                     % secrets.randbelow(10**12),
+        "client_secret": "GOCSPX-" + secrets.token_urlsafe(21),
+        "quota_project_id": "shardkit-test",
+        "refresh_token": "1//0g" + secrets.token_urlsafe(72),
+        "type": "authorized_user",
+        "token_uri": token_uri or PLACEHOLDER,
+        "universe_domain": "googleapis.com",
+    }
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, "adc.json"),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(adc, f, indent=2)
+        f.write("\n")
+
+
 # ---------------------------------------------------------------------------
 # the server
 
@@ -160,9 +198,13 @@ class State:
         self.upstream = None
         if args.storage_proxy:
             self.upstream = parse_upstream(args.storage_proxy)
-        if args.token_endpoint:
+        if args.token_endpoint and args.public_key:
             with open(args.public_key, "rb") as f:
                 self.public_key = serialization.load_pem_public_key(f.read())
+        self.user = None
+        if args.authorized_user:
+            with open(args.authorized_user) as f:
+                self.user = json.load(f)
 
     def new_token(self, prefix):
         with self.lock:
@@ -285,6 +327,8 @@ class Handler(BaseHTTPRequestHandler):
                  "status": status, "ok": status == 200}
         if why:
             entry["why"] = why
+        if kind == "token":
+            entry["grant"] = getattr(self, "grant", None)
         # logged before the answer: a test reads the log as soon as its
         # client has the answer and exits
         self.server.state.log(entry)
@@ -360,7 +404,20 @@ class Handler(BaseHTTPRequestHandler):
             return
         form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
         aud = "http://127.0.0.1:%d/token" % state.port
-        if form.get("grant_type") != [JWT_BEARER]:
+        grant = form.get("grant_type", [""])[0]
+        self.grant = "jwt-bearer" if grant == JWT_BEARER else grant
+        prefix = "sa"
+        if state.user is not None and form.get("grant_type") == [
+                "refresh_token"]:
+            prefix = "user"
+            why = None
+            for name in ("client_id", "client_secret", "refresh_token"):
+                if form.get(name) != [state.user[name]]:
+                    # Google's words; never the value
+                    why = "Token has been expired or revoked."
+        elif state.public_key is None:
+            why = "grant_type is not refresh_token"
+        elif form.get("grant_type") != [JWT_BEARER]:
             why = "grant_type is not %s" % JWT_BEARER
         elif len(form.get("assertion", [])) != 1:
             why = "no assertion"
@@ -371,7 +428,7 @@ class Handler(BaseHTTPRequestHandler):
                                          "error_description": why}),
                         "token", why)
             return
-        self.answer(200, self.token_json("sa"), "token")
+        self.answer(200, self.token_json(prefix), "token")
 
 
     # -- --storage-proxy
@@ -379,7 +436,8 @@ class Handler(BaseHTTPRequestHandler):
     def storage_log(self, status, why=None):
         entry = {"kind": "storage", "method": self.command,
                  "path": self.path.split("?", 1)[0], "status": status,
-                 "ok": why is None}
+                 "ok": why is None,
+                 "user_project": self.headers.get("x-goog-user-project")}
         if why:
             entry["why"] = why
         self.server.state.log(entry)
@@ -573,6 +631,8 @@ def main():
     ap.add_argument("--storage-proxy", metavar="URL")
     ap.add_argument("--deny-token-prefix", metavar="P")
     ap.add_argument("--make-key", metavar="DIR")
+    ap.add_argument("--make-user", metavar="DIR")
+    ap.add_argument("--authorized-user", metavar="JSON")
     ap.add_argument("--token-uri", metavar="URL")
     args = ap.parse_args()
 
@@ -581,8 +641,13 @@ def main():
             ap.error("--make-key stands alone")
         make_key(args.make_key, args.token_uri)
         return 0
+    if args.make_user:
+        if args.metadata or args.token_endpoint or args.storage_proxy:
+            ap.error("--make-user stands alone")
+        make_user(args.make_user, args.token_uri)
+        return 0
     if args.token_uri:
-        ap.error("--token-uri goes with --make-key")
+        ap.error("--token-uri goes with --make-key or --make-user")
     if not (args.metadata or args.token_endpoint or args.storage_proxy):
         ap.error("say --metadata, --token-endpoint, --storage-proxy or "
                  "--make-key")
@@ -593,8 +658,9 @@ def main():
             parse_upstream(args.storage_proxy)
         except ValueError as e:
             ap.error(str(e))
-    if args.token_endpoint and not args.public_key:
-        ap.error("--token-endpoint needs --public-key")
+    if args.token_endpoint and not (args.public_key or
+                                    args.authorized_user):
+        ap.error("--token-endpoint needs --public-key or --authorized-user")
     if not args.port_file:
         ap.error("--port-file is needed")
 

@@ -1,5 +1,6 @@
 /*
- * test_gcs_jwt.c - service-account key files to RS256 JWT assertions, and
+ * test_gcs_jwt.c - service-account key files to RS256 JWT assertions,
+ * gcloud's authorized_user files to refresh_token grants, and
  * OAuth2 token responses to tokens (lib/gcs_jwt.c). Keys are made here,
  * and each JWT is checked with the public half, as Google's endpoint would.
  */
@@ -379,6 +380,70 @@ TEST(gcs_jwt_wrong_type)
 	msg = CHECK_ERR(jwt_of(j, &jwt, &uri, &err), SK_EACCES, &err);
 	CHECK_CONTAINS(msg, "\"x[2Jy\"");
 	json_decref(j);
+}
+
+/* gcloud's authorized_user: the refresh_token grant, form-encoded. */
+TEST(gcs_grant_authorized_user)
+{
+	struct sk_error err = { 0 };
+	const char *good = "{\"type\": \"authorized_user\", \"client_id\": "
+	    "\"1-x.apps.googleusercontent.com\", \"client_secret\": "
+	    "\"GOCSPX-s+e/c=r&t\", \"refresh_token\": \"1//0gREFRESH\", "
+	    "\"quota_project_id\": \"proj-1\"}";
+	const char *fields[] = { "client_id", "client_secret",
+	    "refresh_token" };
+	char *body, *uri, *quota;
+	const char *msg;
+	json_t *j;
+	char *text;
+	size_t i;
+	int user;
+
+	CHECK(sk__gcs_grant(good, strlen(good), "adc.json", SCOPE, NOW, &body,
+	    &uri, &quota, &user, &err) == 0);
+	CHECK(user == 1);
+	CHECK(strcmp(body, "grant_type=refresh_token&client_id="
+	    "1-x.apps.googleusercontent.com&client_secret=GOCSPX-s%2Be%2Fc%3Dr"
+	    "%26t&refresh_token=1%2F%2F0gREFRESH") == 0);
+	CHECK(strcmp(uri, "https://oauth2.googleapis.com/token") == 0);
+	CHECK(quota != NULL && strcmp(quota, "proj-1") == 0);
+	free(body);
+	free(uri);
+	free(quota);
+
+	/* Each secret missing in turn: the field and the file, no value. */
+	for (i = 0; i < 3; i++) {
+		j = json_loads(good, 0, NULL);
+		json_object_del(j, fields[i]);
+		text = json_dumps(j, 0);
+		msg = CHECK_ERR(sk__gcs_grant(text, strlen(text), "adc.json",
+		    SCOPE, NOW, &body, &uri, &quota, &user, &err), SK_EFORMAT,
+		    &err);
+		CHECK_CONTAINS(msg, "adc.json");
+		CHECK_CONTAINS(msg, fields[i]);
+		CHECK(strstr(msg, "GOCSPX") == NULL);
+		CHECK(strstr(msg, "REFRESH") == NULL);
+		CHECK(body == NULL && uri == NULL && quota == NULL);
+		free(text);
+		json_decref(j);
+	}
+
+	/* A quota project that would break its header. */
+	j = json_loads(good, 0, NULL);
+	json_object_set_new(j, "quota_project_id", json_string("p\r\nX: y"));
+	text = json_dumps(j, 0);
+	msg = CHECK_ERR(sk__gcs_grant(text, strlen(text), "adc.json", SCOPE,
+	    NOW, &body, &uri, &quota, &user, &err), SK_EFORMAT, &err);
+	CHECK_CONTAINS(msg, "quota_project_id");
+	free(text);
+	json_decref(j);
+
+	/* Another kind of credentials: named, refused. */
+	text = strdup("{\"type\": \"external_account\"}");
+	msg = CHECK_ERR(sk__gcs_grant(text, strlen(text), "adc.json", SCOPE, NOW, &body, &uri, &quota, &user, &err),
+	    SK_EACCES, &err);
+	CHECK_CONTAINS(msg, "external_account");
+	free(text);
 }
 
 TEST(gcs_jwt_missing_fields)
