@@ -220,10 +220,11 @@ stat_of(struct fs_node *n, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino_of(n);
-	st->st_mode = n->dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_mode = n->dir ? S_IFDIR | fs_opts.dir_mode :
+	    S_IFREG | fs_opts.file_mode;
 	st->st_nlink = n->dir ? 2 : 1;
-	st->st_uid = getuid();
-	st->st_gid = getgid();
+	st->st_uid = fs_opts.uid;
+	st->st_gid = fs_opts.gid;
 	st->st_size = (off_t)n->size;
 	st->st_blksize = (blksize_t)FS_BLOCK;
 	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
@@ -817,7 +818,9 @@ fs_notify_stop(void)
 enum {
 	O_METADATA_TTL = 1, O_NEGATIVE_TTL, O_CACHE_MB, O_READAHEAD,
 	O_CACHE_DIR, O_CACHE_MAX_MB, O_IO_TIMEOUT, O_THREADS,
-	O_ALLOW_OTHER, O_FOREGROUND, O_DEBUG, O_MOUNT_OPTS
+	O_ALLOW_OTHER, O_FOREGROUND, O_DEBUG, O_MOUNT_OPTS, O_UID, O_GID,
+	O_FILE_MODE, O_DIR_MODE, O_READ_ONLY, O_IMPLICIT_DIRS, O_PREFIX,
+	O_ENDPOINT_URL, O_REGION
 };
 
 static const struct cli_option mount_opts[] = {
@@ -833,7 +836,8 @@ static const struct cli_option mount_opts[] = {
 	    "a sequential reader's read-ahead window at most (64M)",
 	    1 << 20, (double)(1ull << 34), NULL, 0 },
 	{ "cache-dir", 0, O_CACHE_DIR, CLI_STRING, "DIR",
-	    "keep blocks on disk under DIR, across mounts (none)", 0, 0,
+	    "keep blocks on disk under DIR, across mounts; made\n"
+	    "0700 if missing (none)", 0, 0,
 	    NULL, 0 },
 	{ "cache-max-mb", 0, O_CACHE_MAX_MB, CLI_INT, "N",
 	    "the disk cache's size at most, MiB (10240)", 1, 1 << 30, NULL, 0 },
@@ -851,10 +855,43 @@ static const struct cli_option mount_opts[] = {
 	{ "debug", 'd', O_DEBUG, CLI_FLAG, NULL,
 	    "print every FUSE request (implies -f)", 0, 0, NULL, 0 },
 	{ "options", 'o', O_MOUNT_OPTS, CLI_STRING, "OPT[,OPT...]",
-	    "mount options: any option above as name=value or name\n"
-	    "(metadata_ttl=-1,cache_mb=1024), and FUSE's ro,\n"
+	    "mount options: any option of shardfs as name=value or name\n"
+	    "(metadata_ttl=-1,cache_mb=1024,uid=1000), and FUSE's ro,\n"
 	    "default_permissions, allow_root, auto_unmount, fsname=,\n"
 	    "subtype=", 0, 0, NULL, 0 },
+	{ NULL, 0, 0, CLI_FLAG, NULL, NULL, 0, 0, NULL, 0 }
+};
+
+/* What gcsfuse and mountpoint-s3 users type, meaning what it means there
+ * (shardfs(1), "For gcsfuse and mountpoint-s3 users"). The bucket ones
+ * set the variables the library reads already. */
+static const struct cli_option compat_opts[] = {
+	{ "prefix", 0, O_PREFIX, CLI_STRING, "PREFIX",
+	    "mount only the objects under PREFIX of SOURCE\n"
+	    "(mountpoint-s3; appended to a prefix in SOURCE)", 0, 0, NULL,
+	    0 },
+	{ "endpoint-url", 0, O_ENDPOINT_URL, CLI_STRING, "URL",
+	    "s3: as AWS_ENDPOINT_URL_S3; gs: as SK_GCS_ENDPOINT\n"
+	    "(or STORAGE_EMULATOR_HOST when that is set)", 0, 0, NULL, 0 },
+	{ "region", 0, O_REGION, CLI_STRING, "REGION",
+	    "s3: as AWS_REGION (us-east-1)", 0, 0, NULL, 0 },
+	{ "uid", 0, O_UID, CLI_INT, "N",
+	    "the owner files and folders show (the mounting user)", 0,
+	    4294967294.0, NULL, 0 },
+	{ "gid", 0, O_GID, CLI_INT, "N",
+	    "the group they show (the mounting user's)", 0, 4294967294.0,
+	    NULL, 0 },
+	{ "file-mode", 0, O_FILE_MODE, CLI_STRING, "MODE",
+	    "the permission bits files show, octal (0444)", 0, 0, NULL, 0 },
+	{ "dir-mode", 0, O_DIR_MODE, CLI_STRING, "MODE",
+	    "the permission bits folders show, octal (0555)", 0, 0, NULL,
+	    0 },
+	{ "read-only", 0, O_READ_ONLY, CLI_FLAG, NULL,
+	    "accepted and ignored: the mount is always read-only", 0, 0,
+	    NULL, 0 },
+	{ "implicit-dirs", 0, O_IMPLICIT_DIRS, CLI_FLAG, NULL,
+	    "accepted and ignored: folders are always implied by\n"
+	    "object names", 0, 0, NULL, 0 },
 	{ NULL, 0, 0, CLI_FLAG, NULL, NULL, 0, 0, NULL, 0 }
 };
 
@@ -864,6 +901,7 @@ static struct cli_option remote_opts[16];
 
 static struct cli_group groups[] = {
 	{ "mount", mount_opts },
+	{ "as gcsfuse and mountpoint-s3 spell them", compat_opts },
 	{ "remote (http, https, gs, s3)", remote_opts },
 	{ NULL, NULL }
 };
@@ -894,6 +932,9 @@ struct setup {
 	char fuse_opts[1024];	/* passed on to libfuse */
 	char *copies[64];	/* of -o lists, which values point into */
 	size_t ncopies;
+	const char *prefix;	/* --prefix */
+	const char *endpoint;	/* --endpoint-url */
+	const char *region;	/* --region */
 };
 
 /* FUSE's own options that may be passed on: nothing that could make the
@@ -917,6 +958,22 @@ fuse_option_ok(const char *o)
 
 static void setter(void *ctx, const struct cli_option *o,
     const struct cli_value *v);
+
+/* --file-mode 0644, as chmod(1) and gcsfuse take it: octal, at most
+ * 0777 (no set-id or sticky bit on a mount that runs nothing). */
+static mode_t
+mode_of(const struct cli_option *o, const char *s)
+{
+	unsigned long m = 0;
+	const char *p;
+
+	for (p = s; *p >= '0' && *p <= '7' && m <= 07777; p++)
+		m = m * 8 + (unsigned long)(*p - '0');
+	if (*p != '\0' || p == s || m > 0777)
+		usage_error("%s %.32s: want an octal mode from 0 to 0777 "
+		    "(0644)", cli_optname(o), s);
+	return (mode_t)m;
+}
 
 /* -o a,b=c: each one ours (as --a, --b c) or FUSE's. */
 static void
@@ -1022,40 +1079,186 @@ setter(void *ctx, const struct cli_option *o, const struct cli_value *v)
 	case O_MOUNT_OPTS:
 		mount_options(su, v->s);
 		break;
+	case O_UID:
+		fs_opts.uid = (uid_t)v->i;
+		break;
+	case O_GID:
+		fs_opts.gid = (gid_t)v->i;
+		break;
+	case O_FILE_MODE:
+		fs_opts.file_mode = mode_of(o, v->s);
+		break;
+	case O_DIR_MODE:
+		fs_opts.dir_mode = mode_of(o, v->s);
+		break;
+	case O_READ_ONLY:
+	case O_IMPLICIT_DIRS:
+		break;		/* what shardfs always does */
+	case O_PREFIX:
+		su->prefix = v->s;
+		break;
+	case O_ENDPOINT_URL:
+		su->endpoint = v->s;
+		break;
+	case O_REGION:
+		su->region = v->s;
+		break;
 	}
 }
 
-/* The source as a folder URL (or a manifest's): what is listed. */
+/*
+ * The bucket spellings, once SOURCE is known: each sets the variable the
+ * library reads (lib/aws.c, lib/source_gs.c), over what the environment
+ * said, as an option beats the environment. A spelling that means nothing
+ * for SOURCE is refused rather than ignored.
+ */
+static void
+bucket_options(const struct setup *su, enum sk_scheme scheme)
+{
+	const char *p;
+
+	if (su->region != NULL) {
+		if (scheme != SK_SCHEME_S3)
+			usage_error("--region: only for s3:// sources");
+		/* AWS region names: lower-case letters, digits, '-'. */
+		for (p = su->region; (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-'; p++)
+			;
+		if (*p != '\0' || p - su->region > 64)
+			usage_error("--region %.64s: not a region name "
+			    "(us-east-1, eu-west-3)", su->region);
+		setenv("AWS_REGION", su->region, 1);
+	}
+	if (su->endpoint == NULL)
+		return;
+	if (scheme != SK_SCHEME_S3 && scheme != SK_SCHEME_GS)
+		usage_error("--endpoint-url: only for s3:// and gs:// sources "
+		    "(an http(s) SOURCE is its own endpoint)");
+	if (strncmp(su->endpoint, "http://", 7) != 0 &&
+	    strncmp(su->endpoint, "https://", 8) != 0)
+		usage_error("--endpoint-url %.100s: want an http:// or "
+		    "https:// URL", su->endpoint);
+	for (p = su->endpoint; *p > ' ' && *p != 0x7f; p++)
+		;
+	if (*p != '\0')
+		usage_error("--endpoint-url: a space or control character in "
+		    "the URL");
+	if (scheme == SK_SCHEME_S3)
+		setenv("AWS_ENDPOINT_URL_S3", su->endpoint, 1);
+	else if (getenv("STORAGE_EMULATOR_HOST") != NULL &&
+	    *getenv("STORAGE_EMULATOR_HOST") != '\0')
+		/* Set, it would win over SK_GCS_ENDPOINT: the emulator
+		 * (no credentials) is now at the URL given. */
+		setenv("STORAGE_EMULATOR_HOST", su->endpoint, 1);
+	else
+		setenv("SK_GCS_ENDPOINT", su->endpoint, 1);
+}
+
+/* The source as a folder URL (or a manifest's): what is listed; with
+ * --prefix, the folder that prefix names under it. */
 static char *
-root_of(const char *source, int *manifest)
+root_of(const char *source, const char *prefix, int *manifest,
+    enum sk_scheme *scheme)
 {
 	struct sk_url u;
 	struct sk_error err;
 	size_t n = strlen(source);
+	char *root, *tail, *full;
+	const char *p, *seg;
 
 	*manifest = 0;
 	if (sk_url_parse(source, &u, &err) != 0)
 		usage_error("%s", err.msg);
-	if (u.scheme != SK_SCHEME_GS && u.scheme != SK_SCHEME_S3 &&
-	    u.scheme != SK_SCHEME_HTTP && u.scheme != SK_SCHEME_HTTPS) {
-		sk_url_free(&u);
+	*scheme = u.scheme;
+	sk_url_free(&u);
+	if (*scheme != SK_SCHEME_GS && *scheme != SK_SCHEME_S3 &&
+	    *scheme != SK_SCHEME_HTTP && *scheme != SK_SCHEME_HTTPS)
 		usage_error("%s: want gs://, s3:// or http(s)://", source);
-	}
-	if (u.scheme == SK_SCHEME_HTTP || u.scheme == SK_SCHEME_HTTPS) {
-		sk_url_free(&u);
+	if (*scheme == SK_SCHEME_HTTP || *scheme == SK_SCHEME_HTTPS) {
 		if (cli_is_manifest(source)) {
+			if (prefix != NULL)
+				usage_error("--prefix: %s is a manifest; a "
+				    "prefix goes with a folder SOURCE", source);
 			*manifest = 1;
 			return sk__strdup(source);
 		}
 		if (source[n - 1] != '/')
 			usage_error("%s: an http(s) source is a folder (ending "
 			    "in '/') or a manifest (NAME.json)", source);
-		return sk__strdup(source);
+		root = sk__strdup(source);
+	} else
+		/* gs://bucket, gs://bucket/, gs://bucket/prefix: one
+		 * folder. */
+		root = source[n - 1] == '/' ? sk__strdup(source) :
+		    sk__asprintf("%s/", source);
+	if (root == NULL)
+		die("out of memory");
+	if (prefix == NULL)
+		return root;
+	/*
+	 * mountpoint-s3's --prefix names a folder of the bucket; here it is
+	 * one under SOURCE's folder (s3://b/x --prefix y/ is s3://b/x/y/),
+	 * and it stays there: no empty, "." or ".." part that would climb
+	 * out of it, nothing a listing URL cannot carry.
+	 */
+	for (seg = p = prefix;; p++) {
+		if ((unsigned char)*p < 0x20 && *p != '\0')
+			usage_error("--prefix: a control character in it");
+		if (*p != '/' && *p != '\0')
+			continue;
+		if ((p == seg && (*p != '\0' || p == prefix)) ||
+		    (p - seg == 1 && seg[0] == '.') ||
+		    (p - seg == 2 && seg[0] == '.' && seg[1] == '.'))
+			usage_error("--prefix %.200s: want a folder inside "
+			    "SOURCE (a/b/): no leading '/', '//', '.' or "
+			    "'..'", prefix);
+		if (*p == '\0' || p[1] == '\0')
+			break;
+		seg = p + 1;
 	}
-	sk_url_free(&u);
-	/* gs://bucket, gs://bucket/, gs://bucket/prefix: one folder. */
-	return source[n - 1] == '/' ? sk__strdup(source) :
-	    sk__asprintf("%s/", source);
+	n = strlen(prefix);
+	tail = *scheme == SK_SCHEME_HTTP || *scheme == SK_SCHEME_HTTPS ?
+	    sk__uri_escape(prefix, 1) : sk__strdup(prefix);
+	if (tail == NULL || (full = sk__asprintf("%s%s%s", root, tail,
+	    prefix[n - 1] == '/' ? "" : "/")) == NULL)
+		die("out of memory");
+	free(tail);
+	free(root);
+	return full;
+}
+
+/*
+ * --cache-dir: a folder the user named, made 0700 when it is not there
+ * yet (its parent must be). The mkdir is the only folder made; a name
+ * that is there is taken as it is, and disk.c keeps to folders of its
+ * own under it.
+ */
+static char *
+cache_dir_of(const char *dir)
+{
+	struct stat st;
+	char *abs;
+	int fd;
+
+	if (lstat(dir, &st) != 0 && errno == ENOENT) {
+		if (mkdir(dir, 0700) != 0)
+			die("--cache-dir %s: cannot make it: %s%s", dir,
+			    strerror(errno), errno == ENOENT ? " (its parent "
+			    "folder must exist)" : "");
+		/* What was made, not a symlink planted since: 0700 even
+		 * under a umask that took the owner's bits. */
+		if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC)) < 0 || fstat(fd, &st) != 0 ||
+		    st.st_uid != geteuid() || fchmod(fd, 0700) != 0)
+			die("--cache-dir %s: made it, but cannot open it as a "
+			    "folder of this user's: %s", dir, fd < 0 ?
+			    strerror(errno) : "it was replaced");
+		close(fd);
+		sk_log(SK_LOG_INFO, "--cache-dir %s: made it (0700)", dir);
+	}
+	if ((abs = realpath(dir, NULL)) == NULL)
+		die("--cache-dir %s: %s", dir, strerror(errno));
+	return abs;
 }
 
 /* Write what the mount came to (0, or an exit status) to the parent
@@ -1137,7 +1340,7 @@ static void
 absolute_paths(struct setup *su, char **ca)
 {
 	static const char *const vars[] = { "GOOGLE_APPLICATION_CREDENTIALS",
-	    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "CURL_CA_BUNDLE",
+	    "CLOUDSDK_CONFIG", "HOME", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "CURL_CA_BUNDLE",
 	    "SSL_CERT_FILE", "SSL_CERT_DIR", NULL };
 	int i;
 
@@ -1178,8 +1381,9 @@ cmd_mount(int argc, char **argv)
 	struct fuse_loop_config *lc;
 	char opts[2048], *shown, *cache_dir = NULL, *mnt, *ca;
 	const struct cli_option *r;
+	enum sk_scheme scheme;
 	size_t k = 0, i, pw_off, pw_len;
-	int first, rc;
+	int first, rc, empty = 0;
 
 	for (r = cli_remote_opts; r->name != NULL && k + 1 <
 	    sizeof remote_opts / sizeof remote_opts[0]; r++)
@@ -1193,6 +1397,10 @@ cmd_mount(int argc, char **argv)
 	fs_opts.cache_max_bytes = (uint64_t)10240 << 20;
 	fs_opts.io_timeout = 60;
 	fs_opts.threads = 64;
+	fs_opts.uid = getuid();
+	fs_opts.gid = getgid();
+	fs_opts.file_mode = 0444;
+	fs_opts.dir_mode = 0555;
 	cli_remote_init(&su.remote);
 	first = cli_parse(&shardfs_cmd, argc, argv, setter, &su);
 	/* A password in SOURCE would stay in /proc/PID/cmdline, which other
@@ -1205,21 +1413,23 @@ cmd_mount(int argc, char **argv)
 	 * left the folder it was relative to. */
 	if ((mnt = realpath(argv[first + 1], NULL)) == NULL)
 		die("%s: %s", argv[first + 1], strerror(errno));
-	fs_opts.root = root_of(fs_opts.source, &fs_opts.manifest);
-	if (fs_opts.root == NULL)
-		die("out of memory");
+	fs_opts.root = root_of(fs_opts.source, su.prefix, &fs_opts.manifest,
+	    &scheme);
+	bucket_options(&su, scheme);
 	fs_opts.chunk = su.remote.cfg.part_size;
 	if (fs_opts.chunk < FS_BLOCK)
 		usage_error("--part-size %" PRIu64 ": at least 1M for a mount "
 		    "(its block)", fs_opts.chunk);
 	fs_opts.chunk = fs_opts.chunk / FS_BLOCK * FS_BLOCK;
+	/* Room for 4 read-ahead chunks: the smallest that keeps a
+	 * sequential reader's next chunk in flight while it reads one. */
 	if (fs_opts.cache_bytes < 4 * fs_opts.chunk)
-		usage_error("cache_mb %" PRIu64 ": at least 4 read-ahead chunks "
-		    "(--part-size %" PRIu64 "M)", fs_opts.cache_bytes >> 20,
-		    fs_opts.chunk >> 20);
-	if (fs_opts.cache_dir != NULL &&
-	    (cache_dir = realpath(fs_opts.cache_dir, NULL)) == NULL)
-		die("%s: %s", fs_opts.cache_dir, strerror(errno));
+		usage_error("cache_mb %" PRIu64 ": too small; the smallest is "
+		    "%" PRIu64 " (MB) with --part-size %" PRIu64 "M (4 "
+		    "read-ahead chunks)", fs_opts.cache_bytes >> 20,
+		    (4 * fs_opts.chunk) >> 20, fs_opts.chunk >> 20);
+	if (fs_opts.cache_dir != NULL)
+		cache_dir = cache_dir_of(fs_opts.cache_dir);
 	fs_opts.cache_dir = cache_dir;
 	/* A read gives up at io_timeout: so does a range's retrying. */
 	if (su.remote.cfg.retry_time > fs_opts.io_timeout)
@@ -1236,8 +1446,16 @@ cmd_mount(int argc, char **argv)
 	if (fs_opts.cache_dir != NULL && fs_disk_open(fs_opts.cache_dir,
 	    fs_opts.cache_max_bytes, &err) != 0)
 		die("--cache-dir %s", err.msg);
-	if (fs_tree_init(&err) != 0)
+	if (fs_tree_init(&empty, &err) != 0)
 		die("%s", err.msg);
+	if (empty) {
+		/* As gcsfuse and mountpoint-s3: mounted all the same (the
+		 * objects may come), but a typo in a prefix should show. */
+		if ((shown = sk_url_redact(fs_opts.root)) == NULL)
+			die("out of memory");
+		warn("%s: no objects under this prefix", shown);
+		free(shown);
+	}
 
 	if ((shown = sk_url_redact(fs_opts.source)) == NULL)
 		die("out of memory");

@@ -11,6 +11,8 @@
 #ifndef SHARDFS_H
 #define SHARDFS_H
 
+#include <sys/types.h>
+
 #include <pthread.h>
 #include <stdint.h>
 
@@ -35,6 +37,10 @@ struct fs_opts {
 	int threads;		/* FUSE worker threads at most */
 	int allow_other;
 	int foreground, debug;
+	uid_t uid;		/* the owner every node shows */
+	gid_t gid;
+	mode_t file_mode;	/* permission bits of files and folders */
+	mode_t dir_mode;
 };
 
 extern struct fs_opts fs_opts;
@@ -178,7 +184,9 @@ struct fs_node {
 	size_t nmissing;
 };
 
-int fs_tree_init(struct sk_error *err);
+/* The root, listed once: *empty when that listing had no name (a
+ * prefix that matches nothing). */
+int fs_tree_init(int *empty, struct sk_error *err);
 void fs_tree_shutdown(void);
 struct fs_node *fs_tree_root(void);
 /* The kid name of dir: held (nlookup + 1) in *out, or -errno. */

@@ -723,9 +723,10 @@ remember_missing(struct fs_node *dir, const char *name, double now)
 /* what the filesystem calls                                                */
 
 int
-fs_tree_init(struct sk_error *err)
+fs_tree_init(int *empty, struct sk_error *err)
 {
 	struct fs_node *stats;
+	size_t i;
 	int rc;
 
 	pthread_condattr_t ca;
@@ -752,6 +753,10 @@ fs_tree_init(struct sk_error *err)
 	/* The first listing now: a mount that cannot list its source
 	 * fails here, with the reason, rather than later with EIO. */
 	rc = listed(tree.root);
+	*empty = rc == 0;
+	for (i = 0; rc == 0 && i < tree.root->nkids; i++)
+		if (!tree.root->kids[i]->special)	/* .shardfs aside */
+			*empty = 0;
 	if (rc != 0)
 		rc = sk_error_set(err, rc == -ENOENT ? SK_ENOENT : rc == -EACCES ?
 		    SK_EACCES : SK_EIO, "%s: cannot be listed (see the "
