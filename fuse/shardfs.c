@@ -1248,11 +1248,15 @@ cache_dir_of(const char *dir)
 		/* What was made, not a symlink planted since: 0700 even
 		 * under a umask that took the owner's bits. */
 		if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC)) < 0 || fstat(fd, &st) != 0 ||
-		    st.st_uid != geteuid() || fchmod(fd, 0700) != 0)
+		    O_CLOEXEC)) < 0 || fstat(fd, &st) != 0)
 			die("--cache-dir %s: made it, but cannot open it as a "
-			    "folder of this user's: %s", dir, fd < 0 ?
-			    strerror(errno) : "it was replaced");
+			    "folder: %s", dir, strerror(errno));
+		if (st.st_uid != geteuid())
+			die("--cache-dir %s: made it, but it was replaced by "
+			    "another user's", dir);
+		if (fchmod(fd, 0700) != 0)
+			die("--cache-dir %s: cannot make it 0700: %s", dir,
+			    strerror(errno));
 		close(fd);
 		sk_log(SK_LOG_INFO, "--cache-dir %s: made it (0700)", dir);
 	}
