@@ -239,6 +239,31 @@ out:
 	return (rc);
 }
 
+/* A credentials file's JSON object, what (a "credentials file") named in
+ * the messages; *root NULL unless it is one. */
+static int
+load_object(const char *json, size_t len, const char *file,
+    const char *what, json_t **root, struct sk_error *err)
+{
+	json_error_t jerr;
+
+	*root = NULL;
+	if (len > KEY_MAX_BYTES)
+		return (sk_error_set(err, SK_ETOOBIG, "%s: %zu bytes; a %s is "
+		    "at most %d", file, len, what, KEY_MAX_BYTES));
+	if ((*root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr)) ==
+	    NULL)
+		return (sk_error_set(err, SK_EFORMAT, "%s: not JSON (line %d, "
+		    "column %d)", file, jerr.line, jerr.column));
+	if (!json_is_object(*root)) {
+		json_decref(*root);
+		*root = NULL;
+		return (sk_error_set(err, SK_EFORMAT, "%s: not a JSON object; "
+		    "not a %s", file, what));
+	}
+	return (0);
+}
+
 /*
  * Google, "Using OAuth 2.0 for Server to Server Applications": the header
  * {"alg":"RS256","typ":"JWT"} (with "kid", the key's id, when the file
@@ -250,7 +275,6 @@ sk__gcs_jwt(const char *json, size_t len, const char *file,
     struct sk_error *err)
 {
 	json_t *root = NULL, *hdr = NULL, *claims = NULL;
-	json_error_t jerr;
 	const char *type, *email, *pem = NULL, *uri, *kid;
 	char *hdr64 = NULL, *claims64 = NULL, *input = NULL, *sig64 = NULL;
 	char why[REASON_MAX + 4];
@@ -264,20 +288,9 @@ sk__gcs_jwt(const char *json, size_t len, const char *file,
 	if (scope == NULL || scope[0] == '\0')
 		return (sk_error_set(err, SK_EINVAL, "%s: no OAuth scope to ask "
 		    "for", file));
-	if (len > KEY_MAX_BYTES)
-		return (sk_error_set(err, SK_ETOOBIG, "%s: %zu bytes; a "
-		    "service-account key file is at most %d", file, len,
-		    KEY_MAX_BYTES));
-
-	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (root == NULL || !json_is_object(root)) {
-		rc = root == NULL ?
-		    sk_error_set(err, SK_EFORMAT, "%s: not JSON (line %d, "
-		    "column %d)", file, jerr.line, jerr.column) :
-		    sk_error_set(err, SK_EFORMAT, "%s: not a JSON object; not "
-		    "a service-account key file", file);
+	if ((rc = load_object(json, len, file, "service-account key file",
+	    &root, err)) != 0)
 		goto out;
-	}
 	if ((rc = member(root, "type", 1, file, &type, err)) != 0)
 		goto out;
 	if (strcmp(type, "service_account") != 0) {
@@ -450,7 +463,6 @@ sk__gcs_grant(const char *json, size_t len, const char *file,
     char **quota, int *user, struct sk_error *err)
 {
 	json_t *root;
-	json_error_t jerr;
 	const char *type;
 	char *jwt = NULL, why[REASON_MAX + 4];
 	int rc;
@@ -459,19 +471,9 @@ sk__gcs_grant(const char *json, size_t len, const char *file,
 	*user = 0;
 	if (file == NULL)
 		file = "credentials file";
-	if (len > KEY_MAX_BYTES)
-		return (sk_error_set(err, SK_ETOOBIG, "%s: %zu bytes; a "
-		    "credentials file is at most %d", file, len,
-		    KEY_MAX_BYTES));
-	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (root == NULL || !json_is_object(root)) {
-		rc = root == NULL ?
-		    sk_error_set(err, SK_EFORMAT, "%s: not JSON (line %d, "
-		    "column %d)", file, jerr.line, jerr.column) :
-		    sk_error_set(err, SK_EFORMAT, "%s: not a JSON object; not "
-		    "a credentials file", file);
+	if ((rc = load_object(json, len, file, "credentials file", &root,
+	    err)) != 0)
 		goto out;
-	}
 	if ((rc = member(root, "type", 1, file, &type, err)) != 0)
 		goto out;
 	if (strcmp(type, "authorized_user") == 0) {
