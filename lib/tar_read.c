@@ -352,6 +352,32 @@ sk_tar_reader_next(sk_tar_reader *r, struct sk_tar_member *m)
 	}
 }
 
+/* libarchive failed inside the current member's data: the source's
+ * failure, or damage at the offset reached. */
+static int
+data_damage(struct sk_tar_reader *r)
+{
+	if (r->src_rc != 0)
+		return SOURCE_FAILED(r);
+	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
+	    r->src->url, (unsigned long long)(r->data_offset + r->data_read),
+	    AERR(r->a));
+}
+
+/* libarchive may end a member early without an error (a garbage old-GNU
+ * sparse map in a plain file's header): callers are owed the size the
+ * header gave, or damage. */
+static int
+ended_early(struct sk_tar_reader *r)
+{
+	return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: the member at "
+	    "offset %llu ends after %llu of its %llu bytes", r->src->url,
+	    (unsigned long long)(r->data_offset + r->data_read),
+	    (unsigned long long)r->member_offset,
+	    (unsigned long long)r->data_read,
+	    (unsigned long long)r->data_size);
+}
+
 int64_t
 sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n)
 {
@@ -361,23 +387,10 @@ sk_tar_reader_read(sk_tar_reader *r, void *buf, size_t n)
 	if ((rc = sk__check(&r->h, SK__MAGIC_TAR_READER, __func__)) != 0)
 		return rc;
 	got = archive_read_data(r->a, buf, n);
-	if (got < 0 && r->src_rc != 0)
-		return SOURCE_FAILED(r);
 	if (got < 0)
-		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
-		    r->src->url,
-		    (unsigned long long)(r->data_offset + r->data_read),
-		    AERR(r->a));
-	/* libarchive may end a member early without an error (a garbage
-	 * old-GNU sparse map in a plain file's header): callers are owed
-	 * the size the header gave, or damage. */
+		return data_damage(r);
 	if (got == 0 && n > 0 && r->data_read < r->data_size)
-		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: the "
-		    "member at offset %llu ends after %llu of its %llu bytes",
-		    r->src->url, (unsigned long long)(r->data_offset +
-		    r->data_read), (unsigned long long)r->member_offset,
-		    (unsigned long long)r->data_read,
-		    (unsigned long long)r->data_size);
+		return ended_early(r);
 	r->data_read += (uint64_t)got;
 	return got;
 }
@@ -405,24 +418,14 @@ sk__tar_reader_scan(sk_tar_reader *r)
 		rc = archive_read_data_block(r->a, &buf, &len, &off);
 		if (rc == ARCHIVE_EOF)
 			break;
-		if (rc < ARCHIVE_WARN && r->src_rc != 0)
-			return SOURCE_FAILED(r);
 		if (rc < ARCHIVE_WARN)
-			return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: %s",
-			    r->src->url,
-			    (unsigned long long)(r->data_offset + r->data_read),
-			    AERR(r->a));
+			return data_damage(r);
 		/* A sparse member's blocks skip its holes. */
 		if (off >= 0 && (uint64_t)off + len > r->data_read)
 			r->data_read = (uint64_t)off + len;
 	}
 	if (r->data_read < r->data_size)
-		return sk__fatal(&r->h, SK_EFORMAT, "%s: offset %llu: the "
-		    "member at offset %llu ends after %llu of its %llu bytes",
-		    r->src->url, (unsigned long long)(r->data_offset +
-		    r->data_read), (unsigned long long)r->member_offset,
-		    (unsigned long long)r->data_read,
-		    (unsigned long long)r->data_size);
+		return ended_early(r);
 	return (int64_t)(r->data_read - start);
 }
 
