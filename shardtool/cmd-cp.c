@@ -316,6 +316,7 @@ check_not_same(struct cp *c)
 {
 	char *sdir = xstrdup(c->src), *p;
 	char a[4096], b[4096];
+	int same;
 
 	if (c->src_manifest != NULL) {
 		if ((p = strrchr(sdir, '/')) != NULL)
@@ -327,12 +328,13 @@ check_not_same(struct cp *c)
 		free(sdir);
 		sdir = p;
 	}
-	if (strcmp(sdir, c->dst) == 0 || (!c->remote &&
+	same = strcmp(sdir, c->dst) == 0 || (!c->remote &&
 	    realpath(sdir, a) != NULL && realpath(c->dst, b) != NULL &&
-	    strcmp(a, b) == 0))
+	    strcmp(a, b) == 0);
+	free(sdir);
+	if (same)
 		usage_error("%s and %s are the same folder", c->src,
 		    c->dst_arg);
-	free(sdir);
 }
 
 /* Remove a manifest DST holds from before: until this copy writes its
