@@ -115,12 +115,6 @@ shown(const char *url)
 }
 
 static int
-is_bucket_url(const char *s)
-{
-	return strncmp(s, "gs://", 5) == 0 || strncmp(s, "s3://", 5) == 0;
-}
-
-static int
 is_http_url(const char *s)
 {
 	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;

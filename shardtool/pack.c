@@ -200,12 +200,6 @@ json_quote(char *dst, size_t cap, const char *src)
 /* ------------------------------------------------------------------------ */
 /* the output pattern                                                       */
 
-static int
-is_bucket(const char *path)
-{
-	return strncmp(path, "gs://", 5) == 0 || strncmp(path, "s3://", 5) == 0;
-}
-
 /*
  * A local -o whose folder does not exist: make it, as a user expects.
  * What cannot be made is left to the shard's own open, whose message
@@ -745,8 +739,8 @@ pack_run(const struct pack_opts *o, struct pack_dataset *ds)
 	e.progress = o->progress >= 0 ? o->progress : isatty(2);
 	parse_pattern(&e);
 	mpath = manifest_path(&e);
-	e.remote = is_bucket(o->pattern);
-	if (e.remote != is_bucket(mpath))
+	e.remote = is_bucket_url(o->pattern);
+	if (e.remote != is_bucket_url(mpath))
 		usage_error("--manifest %s: put the manifest where the shards "
 		    "go (%s)", mpath, o->pattern);
 	/* A manifest from an earlier run would describe shards this run is

@@ -33,6 +33,8 @@ int read_file(const char *path, uint8_t **data, size_t *size,
 /* Expand each URL argument (brace patterns, "::" lists) into out. */
 void expand_args(int argc, char **argv, struct sk_strlist *out);
 void mkdir_p(const char *dir);
+/* Whether s names a bucket object or prefix (gs://, s3://). */
+int is_bucket_url(const char *s);
 /* The splitmix64 generator: the same stream on every machine. */
 uint64_t splitmix64(uint64_t *state);
 

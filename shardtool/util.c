@@ -129,6 +129,12 @@ xstrdup(const char *s)
 	return p;
 }
 
+int
+is_bucket_url(const char *s)
+{
+	return strncmp(s, "gs://", 5) == 0 || strncmp(s, "s3://", 5) == 0;
+}
+
 /* Make dir and its parents, as "mkdir -p" does; die naming the one that
  * fails. */
 void
