@@ -128,21 +128,18 @@ take_sample(sk_loader *l, struct lsample *cur, struct sk_sample *s)
 	}
 	for (i = 0; i < s->n; i++) {
 		m = &s->m[i];
-		if (m->scanned && !cur->has_img && sk__is_image_ext(m->ext)) {
-			cur->has_img = 1;
-			sk__atomic_max(&l->max_sample, m->size);
-			continue;
-		}
-		if (m->data == NULL)
+		if (m->data == NULL && !m->scanned)
 			continue;
 		if (!cur->has_img && sk__is_image_ext(m->ext)) {
+			/* The reader's buffer becomes the sample's (none when
+			 * the image was only read through). */
 			cur->has_img = 1;
-			/* The reader's buffer becomes the sample's. */
 			cur->img = m->data;
-			cur->img_len = (size_t)m->size;
+			cur->img_len = m->data != NULL ? (size_t)m->size : 0;
 			m->data = NULL;
 			sk__atomic_max(&l->max_sample, m->size);
-		} else if (cur->label < 0 && strcmp(m->ext, "cls") == 0 &&
+		} else if (m->data != NULL && cur->label < 0 &&
+		    strcmp(m->ext, "cls") == 0 &&
 		    parse_label((const char *)m->data, (size_t)m->size,
 		    &cur->label) != 0)
 			cur->label = -1;
