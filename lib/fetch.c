@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include <curl/curl.h>
+#include <openssl/crypto.h>
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -208,6 +209,20 @@ sk_retry_cause_name(enum sk_retry_cause c)
 
 /* ------------------------------------------------------------------------ */
 /* starting the engine                                                      */
+
+/*
+ * A tool that dies exits with the engine thread (and a tool's own, such as
+ * shardtool's uploader) still signing or hashing. OpenSSL's own atexit
+ * handler would free its tables under them, and the thread would crash in
+ * EVP_Digest instead of the process exiting 1 with its message. So OpenSSL
+ * is told first, before anything in the process uses it, to leave its
+ * state to the process's end.
+ */
+__attribute__((constructor)) static void
+crypto_outlives_exit(void)
+{
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
 
 static void *engine_main(void *arg);
 

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -299,4 +301,39 @@ TEST(list_page_size_is_checked)
 	CHECK_EQ_INT(sk__list_check("gs://b/d/", 2, l.n, 1, 0, &err), 0);
 	unsetenv("SK_LIST_PAGE");
 	sk_strlist_free(&l);
+}
+
+static void *
+hash_forever(void *arg)
+{
+	char hex[65];
+
+	(void)arg;
+	for (;;)
+		sk__sha256_hex("shardkit", 8, hex);
+	return NULL;
+}
+
+/* A tool that dies while another thread signs a request exits with its
+ * status: libcrypto's tables outlive exit() (they once went with an atexit
+ * handler, and the signing thread crashed the dying process). */
+TEST(exit_while_a_thread_hashes)
+{
+	int i, status;
+
+	for (i = 0; i < 20; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			pthread_t t[2];
+
+			pthread_create(&t[0], NULL, hash_forever, NULL);
+			pthread_create(&t[1], NULL, hash_forever, NULL);
+			usleep(2000);
+			exit(1);
+		}
+		CHECK(pid > 0);
+		CHECK(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	}
 }
