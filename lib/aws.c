@@ -359,7 +359,7 @@ sk__aws_creds_load(struct sk__aws_creds *c, int no_sign,
 	if (v != NULL && strcmp(v, "path") != 0 && strcmp(v, "virtual") != 0 &&
 	    strcmp(v, "auto") != 0) {
 		rc = sk_error_set(err, SK_EINVAL, "%s: addressing style \"%s\" "
-		    "(want path or virtual)", env("SK_S3_ADDRESSING") ?
+		    "(want path, virtual or auto)", env("SK_S3_ADDRESSING") ?
 		    "SK_S3_ADDRESSING" : fconf, v);
 		goto out;
 	}

@@ -181,6 +181,17 @@ TEST(aws_profile_config_region_endpoint)
 	CHECK_EQ_STR(c.endpoint, "https://s3.example.com");
 	CHECK_EQ_INT(c.path_style, 1);
 	sk__aws_creds_free(&c);
+	/* auto: path style for a custom endpoint; a bad value names all
+	 * three. */
+	setenv("SK_S3_ADDRESSING", "auto", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), 0);
+	CHECK_EQ_INT(c.path_style, 1);
+	sk__aws_creds_free(&c);
+	setenv("SK_S3_ADDRESSING", "vhost", 1);
+	CHECK_EQ_INT(sk__aws_creds_load(&c, 0, &err), SK_EINVAL);
+	CHECK_CONTAINS(err.msg, "SK_S3_ADDRESSING");
+	CHECK_CONTAINS(err.msg, "want path, virtual or auto");
+	unsetenv("SK_S3_ADDRESSING");
 }
 
 TEST(aws_bad_files_and_missing_keys)
