@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -176,6 +177,21 @@ def test_drop_last_false_keeps_every_sample(data):
     with shardkit.Loader(src, batch_size=7, image_size=16) as lo:
         assert sum(len(b.keys) for b in lo) == 42
         assert lo.stats()["dropped"] == 6
+
+
+def test_a_folder_with_a_manifest_says_which_it_read(data, manifest):
+    """The note shardload prints: the folder's .tar files were read, and
+    it also holds in.json. Given once as a warning; none for a manifest."""
+    with pytest.warns(UserWarning, match="also holds in.json") as w:
+        lo = shardkit.Loader(data, batch_size=7, image_size=16)
+    with lo:
+        assert len(w) == 1
+        assert lo.note is not None and ".tar files" in lo.note
+        assert sum(len(b.keys) for b in lo) == 42
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with shardkit.Loader(manifest, batch_size=7, image_size=16) as lo:
+            assert lo.note is None
 
 
 def test_rank_and_world_come_from_torchrun(manifest, monkeypatch):

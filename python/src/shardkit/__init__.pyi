@@ -44,6 +44,7 @@ class Batch(Tuple[Optional[Array], Array, List[str]]):
 Source = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
 class Loader:
+    note: Optional[str]
     def __init__(self, source: Source, *, batch_size: int,
                  image_size: int = ..., crop: str = ...,
                  scale: Tuple[float, float] = ...,

@@ -3,6 +3,7 @@
 import numbers
 import os
 import time
+import warnings
 import weakref
 
 from . import _shardkit as _c
@@ -233,6 +234,11 @@ class Loader:
     tensor made from it are gone. Holding more batches than the ring has
     slots is allowed: the oldest held batch then leaves the ring with its
     memory (``stats()["kept"]`` counts them).
+
+    ``note`` is the line the tools print about a source the user may not
+    expect, or None: a folder of .tar files that also holds a manifest is
+    read as its .tar files, and the note names the manifest. It is also
+    given once as a ``UserWarning`` when the loader opens.
     """
 
     def __init__(self, source, *, batch_size, image_size=224,
@@ -372,6 +378,11 @@ class Loader:
         self._end_epoch = cfg["epoch"] + cfg["epochs"]
         self._c = None
         self._open(cfg["epoch"], 0)
+        # What the tools print after opening, said once, as a warning:
+        # a folder read as its .tar files that also holds a manifest.
+        self.note = self._c.note
+        if self.note is not None:
+            warnings.warn(self.note, UserWarning, stacklevel=2)
 
     # -- the C loader -----------------------------------------------------
 

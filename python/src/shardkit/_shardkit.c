@@ -1173,9 +1173,21 @@ static PyMethodDef Loader_methods[] = {
 	{ NULL, NULL, 0, NULL }
 };
 
+static PyObject *
+Loader_get_note(LoaderObject *self, void *unused)
+{
+	const char *n = self->l != NULL ? sk_loader_note(self->l) : NULL;
+
+	if (n == NULL)
+		Py_RETURN_NONE;
+	return PyUnicode_DecodeUTF8(n, (Py_ssize_t)strlen(n), "replace");
+}
+
 static PyGetSetDef Loader_getset[] = {
 	{ "closed", (getter)Loader_get_closed, NULL, "whether it is closed",
 	    NULL },
+	{ "note", (getter)Loader_get_note, NULL, "sk_loader_note(): a line "
+	    "about the source the user may not expect, or None", NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 
