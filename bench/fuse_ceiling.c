@@ -159,11 +159,12 @@ op_init(void *data, struct fuse_conn_info *conn)
 	conn->congestion_threshold = THREADS * 3 / 4;
 }
 
+/* The entry of inode ino: the folder, or a file. */
 static void
-entry_of(size_t i, struct fuse_entry_param *e)
+entry_of(fuse_ino_t ino, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof *e);
-	e->ino = i + 3;
+	e->ino = ino;
 	e->attr_timeout = e->entry_timeout = TTL;
 	stat_of(e->ino, &e->attr);
 }
@@ -175,10 +176,7 @@ op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct file key = { .name = (char *)name }, *f;
 
 	if (parent == FUSE_ROOT_ID && strcmp(name, folder) == 0) {
-		memset(&e, 0, sizeof e);
-		e.ino = FOLDER_ID;
-		e.attr_timeout = e.entry_timeout = TTL;
-		stat_of(FOLDER_ID, &e.attr);
+		entry_of(FOLDER_ID, &e);
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -187,7 +185,7 @@ op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	entry_of((size_t)(f - files), &e);
+	entry_of((fuse_ino_t)(f - files) + 3, &e);
 	fuse_reply_entry(req, &e);
 }
 
@@ -271,12 +269,9 @@ list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 		if (i < 2) {
 			e.attr.st_ino = ino;
 			e.attr.st_mode = S_IFDIR;
-		} else if (ino == FUSE_ROOT_ID) {
-			e.ino = FOLDER_ID;
-			e.attr_timeout = e.entry_timeout = TTL;
-			stat_of(FOLDER_ID, &e.attr);
 		} else
-			entry_of(i - 2, &e);
+			entry_of(ino == FUSE_ROOT_ID ? FOLDER_ID :
+			    (fuse_ino_t)i + 1, &e);
 		if (plus)
 			n = fuse_add_direntry_plus(req, buf + used,
 			    size - used, name, &e, (off_t)i + 1);
