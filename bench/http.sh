@@ -279,7 +279,9 @@ PIDS+=($nginx_pid)
 wait_port "$port"
 lo=http://127.0.0.1:$port
 
-"$lp" --upstream "127.0.0.1:$port" --stats "$srv/proxy.json" \
+# Without --stats: the proxy would rewrite that file at every response
+# (bench/shardfs.sh says what it cost).
+"$lp" --upstream "127.0.0.1:$port" \
     >"$srv/proxy.port" 2>"$srv/proxy.err" &
 proxy_pid=$!
 PIDS+=($proxy_pid)
