@@ -1,8 +1,9 @@
 /*
- * common.cuh - what the CUDA backend's kernel files (kernels.cu,
- * attention.cu, nhwc.cu) share: the activations' storage type and its
- * loads and stores, the launch shapes, the grid-stride loop, and the
- * fixed-order warp and block reductions. Included by .cu files only.
+ * common.cuh - what the CUDA backend's kernel files (the families of
+ * kernels.h, attention.cu, nhwc.cu) share: the activations' storage type
+ * and its loads and stores, the launch shapes, the grid-stride loop, the
+ * fixed-order warp and block reductions, and the column sum of norm.cu.
+ * Included by .cu files only.
  */
 #ifndef SK_TRAIN_CUDA_COMMON_CUH
 #define SK_TRAIN_CUDA_COMMON_CUH
@@ -228,5 +229,14 @@ warp_blocks_for(size_t rows)
 
 	return b > MAX_BLOCKS ? MAX_BLOCKS : (unsigned)b;
 }
+
+/*
+ * out (N) += column sums of in (M rows, lda floats apart, N columns), in
+ * double and a fixed order, and out2 (n2) += the first n2 of them; either
+ * may be NULL. Queued on st, with the launchers' workspace when it can
+ * have it (norm.cu: the bias gradient; vit.cu: dcls and dpos).
+ */
+void colsum(float *out, float *out2, long n2, const float *in, long M,
+    long N, long lda, cudaStream_t st);
 
 #endif /* SK_TRAIN_CUDA_COMMON_CUH */

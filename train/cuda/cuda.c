@@ -1,7 +1,7 @@
 /*
  * cuda.c - the CUDA backend: memory, the compute stream, GEMMs through
  * cuBLASLt, convolutions through cuDNN, and the table that points the rest
- * at the kernels of kernels.cu.
+ * at the kernels' launchers (kernels.h).
  *
  * Precisions: bf16 AMP-O2 (backend.h: bf16 activations, weights cast per
  * call, fp32 accumulation on the tensor cores), fp32 with TF32 off
@@ -1122,7 +1122,7 @@ cu_conv2d_backward(const struct conv_shape *s, float *dinp, float *dw,
 }
 
 /* ------------------------------------------------------------------------ */
-/* the rest: kernels.cu, on the stream                                      */
+/* the rest: kernels.h's launchers, on the stream                           */
 
 static void
 cu_batchnorm_forward(int B, int C, int HW, float *out, const float *inp,

@@ -6,8 +6,8 @@
  * (tests/gpu/train_gpu.sh).
  *
  * cuda.c holds memory, the stream, cuBLASLt (GEMMs and attention's batched
- * GEMMs) and cuDNN (convolutions); kernels.cu, attention.cu and nhwc.cu
- * hold every other kernel (common.cuh what they share).
+ * GEMMs) and cuDNN (convolutions); the kernel families of kernels.h,
+ * attention.cu and nhwc.cu hold every other kernel (common.cuh: shared).
  * All work is queued on one compute stream; sync() waits for it, and
  * to_host() waits for what came before it. Memory comes from CUDA's
  * stream-ordered pool, which keeps what is freed: the model allocates its

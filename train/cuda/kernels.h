@@ -1,8 +1,8 @@
 /*
- * kernels.h - the launchers of the CUDA backend's own kernels
- * (train/cuda/kernels.cu), callable from C. cuda.c fills the backend table
- * with them; GEMMs, attention's batched GEMMs and convolutions are cuBLASLt
- * and cuDNN calls in cuda.c itself.
+ * kernels.h - the launchers of the CUDA backend's own kernels (one .cu
+ * file per family in train/cuda/, listed in kernels.cu), callable from C.
+ * cuda.c fills the backend table with them; GEMMs, attention's batched
+ * GEMMs and convolutions are cuBLASLt and cuDNN calls in cuda.c itself.
  *
  * Every pointer is a device pointer except the shapes (struct pool_shape),
  * which are read on the host. stream is a cudaStream_t (NULL: the legacy

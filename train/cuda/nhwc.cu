@@ -2,9 +2,9 @@
  * nhwc.cu - the bf16 path's channels-last kernels (nhwc.h): the image's
  * and the convolution weights' transposes, batch norm, pooling and the
  * ViT's patches with 4-D activations stored (B,H,W,C). Each follows its
- * NCHW twin in kernels.cu formula for formula (the same _rn operations,
- * the same sums in double, the same scan orders and tie rules); only the
- * indices differ.
+ * NCHW twin (norm.cu, pool.cu, vit.cu) formula for formula (the same _rn
+ * operations, the same sums in double, the same scan orders and tie
+ * rules); only the indices differ.
  *
  * Results are the same bits on every run: no atomics, and every reduction
  * adds in a fixed order that depends on the shape alone.
@@ -581,7 +581,7 @@ avgpool_bwd_nhwc_kernel(size_t n, int C, int HW, A *dinp, const A *dout)
 /*
  * Output element o of (B,T,C p p) and its pixel in (B,H,W,C): row t is
  * patch (t / gw, t % gw), its columns in (c, kh, kw) order, as
- * kernels.cu's patch_pixel.
+ * vit.cu's patch_pixel.
  */
 static __device__ __forceinline__ size_t
 patch_pixel_nhwc(size_t o, int C, int H, int W, int p, int T)
