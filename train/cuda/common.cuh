@@ -236,7 +236,7 @@ warp_blocks_for(size_t rows)
  * may be NULL. Queued on st, with the launchers' workspace when it can
  * have it (norm.cu: the bias gradient; vit.cu: dcls and dpos).
  */
-void colsum(float *out, float *out2, long n2, const float *in, long M,
+void cuk_colsum(float *out, float *out2, long n2, const float *in, long M,
     long N, long lda, cudaStream_t st);
 
 #endif /* SK_TRAIN_CUDA_COMMON_CUH */

@@ -1,7 +1,7 @@
 /*
  * norm.cu - batch norm over (B,C,HW) and layer norm over the rows of
  * (M,C), and the column sums that layer norm's dgamma and dbeta share with
- * the bias gradient and the ViT's dcls and dpos (colsum, common.cuh).
+ * the bias gradient and the ViT's dcls and dpos (cuk_colsum, common.cuh).
  * Launchers at the end, declared in kernels.h; kernels.cu has the rules
  * they all keep (fixed-order sums, the _rn intrinsics).
  */
@@ -660,7 +660,7 @@ col_parts(long M, long N, long *R, long *rows)
 #define COLSUM_TALL	4096
 
 void
-colsum(float *out, float *out2, long n2, const float *in, long M, long N,
+cuk_colsum(float *out, float *out2, long n2, const float *in, long M, long N,
     long ld, cudaStream_t st)
 {
 	long R, rows;
@@ -860,5 +860,5 @@ cuk_layernorm_backward(float *dinp, float *dgamma, float *dbeta,
 extern "C" void
 cuk_bias_grad(float *dbias, const float *dout, int M, int N, void *stream)
 {
-	colsum(dbias, NULL, 0, dout, M, N, N, (cudaStream_t)stream);
+	cuk_colsum(dbias, NULL, 0, dout, M, N, N, (cudaStream_t)stream);
 }

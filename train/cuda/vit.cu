@@ -167,7 +167,7 @@ cuk_tokens_backward(float *dx, float *dcls, float *dpos, const float *dout,
 	if (dx != NULL && n > 0)
 		DISPATCH(tokens_dx_kernel<A><<<blocks_for(n), NT, 0, st>>>(
 		    (A *)dx, (const A *)dout, n, T, C));
-	colsum(dpos, dcls, C, dout, B, dpos != NULL ? ld : C, ld, st);
+	cuk_colsum(dpos, dcls, C, dout, B, dpos != NULL ? ld : C, ld, st);
 }
 
 extern "C" void
