@@ -739,10 +739,22 @@ let_go(struct chunk *c)
 
 /*
  * A range whose bytes are all in may not be done yet (the engine has yet
- * to see its transfer end); freeing it then would cut its connection. It
- * waits on cache.going, and goes at a later close once it is done, or is
- * evicted or read meanwhile as any other.
+ * to see its transfer end); freeing it then would cut its connection. Nor
+ * may a chunk go while the reply to the file's last read still holds it
+ * (fs_read_put): the kernel can send the release before that thread lets
+ * go. Either waits on cache.going, and goes at a later close or when that
+ * read lets go, once no one holds it and its range is done; or it is
+ * evicted or read meanwhile as any other. Skipped instead, those held ones
+ * stayed in the cache until evicted, and each next file took fresh pages:
+ * a quarter of 10^4 small files through the link, and 2.5 s more of the
+ * daemon's system time, on a busy machine.
  */
+static int
+gone_now(const struct chunk *c)
+{
+	return c->users == 0 && (c->r == NULL || sk__range_state(c->r) != 0);
+}
+
 static void
 sweep_going(void)
 {
@@ -750,9 +762,9 @@ sweep_going(void)
 
 	for (c = cache.going; c != NULL; c = next) {
 		next = c->gnext;
-		if (c->users > 0 || c->ahead)
+		if (c->ahead)
 			going_unlink(c);
-		else if (sk__range_state(c->r) != 0)
+		else if (gone_now(c))
 			let_go(c);
 	}
 }
@@ -769,11 +781,10 @@ let_go_whole(struct fs_reader *r)
 		return;
 	end = (o->size + FS_BLOCK - 1) / FS_BLOCK;
 	for (blk = 0; blk < end; blk++) {
-		if ((c = find(o, blk)) == NULL || c->users > 0 || c->ahead ||
-		    c->going)
+		if ((c = find(o, blk)) == NULL || c->ahead || c->going)
 			continue;
 		blk = (c->off + c->len + FS_BLOCK - 1) / FS_BLOCK - 1;
-		if (c->r == NULL || sk__range_state(c->r) != 0) {
+		if (gone_now(c)) {
 			let_go(c);
 			continue;
 		}
@@ -799,14 +810,17 @@ keep(const struct chunk *c, const uint8_t *p)
 	}
 }
 
-/* A reader is done with c: back on the LRU, or freed when it left the
+/* A reader is done with c: let go of when its file was read whole and
+ * closed (cache.going), back on the LRU, or freed when it left the
  * index. Caller holds mu. */
 static void
 release(struct chunk *c)
 {
 	if (--c->users > 0)
 		return;
-	if (c->indexed)
+	if (c->going && gone_now(c))
+		let_go(c);
+	else if (c->indexed)
 		lru_push(c);
 	else
 		chunk_free(c);
