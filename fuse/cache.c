@@ -85,6 +85,7 @@ struct fs_reader {
 	uint64_t next;		/* where the last read ended */
 	uint64_t window;	/* read-ahead; 0 for a random reader */
 	uint64_t ra_end;	/* read ahead up to here */
+	uint64_t behind;	/* let go of up to here (drop_behind) */
 	int reads;
 	int streak;		/* reads in a row near the last one's end */
 };
@@ -524,6 +525,7 @@ follow(struct fs_reader *r, uint64_t off, uint64_t end)
 	    r->streak >= 2))) {
 		if (r->window == 0) {
 			r->window = 4 * FS_BLOCK;
+			r->behind = off / FS_BLOCK * FS_BLOCK;
 			cache.nseq++;
 		} else if (r->window < fs_opts.readahead)
 			r->window *= 2;
@@ -696,27 +698,39 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
  * cache holds it for a read again, and the chunk's buffer goes back to the
  * fetch engine's pool for the ranges ahead, rather than every range landing
  * in fresh pages until the cache is full (a third of the daemon's CPU went
- * to those page faults). A chunk 4 MiB behind the reader (the kernel's
- * reads come a few at a time, not always in order) that no one uses and
- * that is whole goes. Caller holds mu.
+ * to those page faults). Every chunk wholly 4 MiB behind the reader (the
+ * kernel's reads come a few at a time, not always in order) that no one
+ * uses and that is whole goes, from where the last call stopped: one
+ * looked at per read, just behind that edge, missed those whose read was
+ * still in flight or whose range was finishing when the edge passed, and
+ * 1 GiB read over loopback held 388 MB at its peak, all in fresh pages.
+ * Caller holds mu.
  */
 static void
 drop_behind(struct fs_reader *r, uint64_t off)
 {
-	uint64_t edge;
+	uint64_t edge, at;
 	struct chunk *c;
 
 	if (r->window == 0 || off < 8 * FS_BLOCK)
 		return;
 	edge = off - 4 * FS_BLOCK;
-	c = find(r->o, edge / FS_BLOCK - 1);
-	if (c == NULL || c->users > 0 || c->off + c->len > edge ||
-	    (c->r != NULL && sk__range_state(c->r) != 1))
-		return;
-	lru_unlink(c);
-	unindex(c);
-	FS_ADD(dropped, 1);
-	chunk_free(c);
+	for (at = r->behind; at < edge; ) {
+		if ((c = find(r->o, at / FS_BLOCK)) == NULL) {
+			at = (at / FS_BLOCK + 1) * FS_BLOCK;
+			continue;
+		}
+		if (c->off + c->len > edge || c->users > 0 ||
+		    (c->r != NULL && sk__range_state(c->r) != 1))
+			break;
+		at = c->off + c->len;
+		lru_unlink(c);
+		unindex(c);
+		FS_ADD(dropped, 1);
+		chunk_free(c);
+	}
+	if (at > r->behind)
+		r->behind = at;
 }
 
 /*

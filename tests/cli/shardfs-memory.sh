@@ -12,7 +12,10 @@
 # threads at once and closed: the cache lets go of each at its close, so
 # that the next files take the fetch engine's buffers again rather than
 # fresh pages (a file whose release came before its read's reply let go
-# of its chunk once stayed cached until evicted).
+# of its chunk once stayed cached until evicted). Last, one reader of a
+# 256 MiB object with readahead=16M: what it has passed leaves the cache,
+# which holds its window and little more (it held 300 MiB of 512 once,
+# all in fresh pages).
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
 . "$top_srcdir/tests/cli/http-lib.sh"
@@ -40,6 +43,8 @@ for i in range(1501):
     with open(os.path.join(sys.argv[1], "%05d.jpg" % i), "wb") as f:
         f.write(r.randbytes(r.randrange(20000, 40000)))
 EOF
+mkdir -p "$T/www/seq"
+head -c $((256 << 20)) /dev/urandom >"$T/www/seq/one.bin"
 D="$T/www/big"
 mkdir -p "$D"
 for k in $(seq -w 0 15); do
@@ -131,4 +136,17 @@ assert c["memory_bytes"] <= 64 << 10, c
 assert c["dropped_behind_chunks"] >= len(names), c
 EOF
 fs_umount "$T/m.small"
+
+say "sequential: one reader of 256 MiB with readahead=16M holds its window"
+fs_mount seq "$HTTP_URL/seq/" "$T/m.seq" -o readahead=16M
+cmp "$T/www/seq/one.bin" "$T/m.seq/one.bin" || fail "sequential: other bytes"
+python3 - "$T/m.seq/.shardfs/stats" <<'EOF' || fail "sequential: the cache kept what the reader passed"
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = s["cache"]
+print("sequential:", c)
+assert s["read_bytes"] == 256 << 20, s
+assert c["memory_peak_bytes"] <= 4 * (16 << 20), c
+EOF
+fs_umount "$T/m.seq"
 echo ok
