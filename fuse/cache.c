@@ -695,14 +695,40 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 }
 
 /*
+ * A reader lets go of c: drop_behind of what a sequential reader passed,
+ * let_go_whole of a file read to the end and closed; the kernel's page
+ * cache holds those bytes (keep_cache). A mount reading small files
+ * otherwise filled cache_mb with copies of them, each in fresh pages (a
+ * page fault for every 4 KiB: a seventh of the daemon's CPU over 10,000
+ * files of 110 KB), where the fetch engine's pool now hands the same
+ * buffers to the next files. Caller holds mu.
+ */
+static void
+let_go(struct chunk *c)
+{
+	lru_unlink(c);
+	unindex(c);
+	FS_ADD(dropped, 1);
+	chunk_free(c);
+}
+
+/* Whether c may be let go of now: no one holds it and its range is over
+ * (done, or failed for a read that gave up on it), or it came from the
+ * disk cache. */
+static int
+gone_now(const struct chunk *c)
+{
+	return c->users == 0 && (c->r == NULL || sk__range_state(c->r) != 0);
+}
+
+/*
  * A sequential reader lets go of what it has passed: the kernel's page
  * cache holds it for a read again, and the chunk's buffer goes back to the
  * fetch engine's pool for the ranges ahead, rather than every range landing
  * in fresh pages until the cache is full (a third of the daemon's CPU went
  * to those page faults). Every chunk wholly 4 MiB behind the reader (the
- * kernel's reads come a few at a time, not always in order) goes once no
- * one uses it and its range is over (done, or failed for a read that gave
- * up on it). The walk starts where the last one stopped, or 8 MiB before
+ * kernel's reads come a few at a time, not always in order) goes as soon
+ * as it may (gone_now). The walk starts where the last one stopped, or 8 MiB before
  * where the reader turned sequential (what its random reads fetched).
  * Looking only at the chunk just behind the edge, as once, missed those
  * whose read was in flight or whose range was finishing as the edge
@@ -723,35 +749,13 @@ drop_behind(struct fs_reader *r, uint64_t off)
 			at = (at / FS_BLOCK + 1) * FS_BLOCK;
 			continue;
 		}
-		if (c->off + c->len > edge || c->users > 0 ||
-		    (c->r != NULL && sk__range_state(c->r) == 0))
+		if (c->off + c->len > edge || !gone_now(c))
 			break;
 		at = c->off + c->len;
-		lru_unlink(c);
-		unindex(c);
-		FS_ADD(dropped, 1);
-		chunk_free(c);
+		let_go(c);
 	}
 	if (at > r->behind)
 		r->behind = at;
-}
-
-/*
- * A sequential reader that read its object to the end and closed it lets
- * go of the chunks it read, as drop_behind does of those it passed: the
- * kernel's page cache holds the file (keep_cache). A mount reading small
- * files otherwise filled cache_mb with copies of them, each in fresh pages
- * (a page fault for every 4 KiB: a seventh of the daemon's CPU over 10,000
- * files of 110 KB), where the fetch engine's pool now hands the same
- * buffers to the next files. Caller holds mu.
- */
-static void
-let_go(struct chunk *c)
-{
-	lru_unlink(c);
-	unindex(c);
-	FS_ADD(dropped, 1);
-	chunk_free(c);
 }
 
 /*
@@ -766,12 +770,6 @@ let_go(struct chunk *c)
  * a quarter of 10^4 small files through the link, and 2.5 s more of the
  * daemon's system time, on a busy machine.
  */
-static int
-gone_now(const struct chunk *c)
-{
-	return c->users == 0 && (c->r == NULL || sk__range_state(c->r) != 0);
-}
-
 static void
 sweep_going(void)
 {

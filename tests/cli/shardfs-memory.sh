@@ -14,7 +14,7 @@
 # fresh pages (a file whose release came before its read's reply let go
 # of its chunk once stayed cached until evicted). Last, one reader of a
 # 256 MiB object with readahead=16M: what it has passed leaves the cache,
-# which holds its window and little more (it held 300 MiB of 512 once,
+# which holds its window and little more (it held 101 MiB here once,
 # all in fresh pages).
 set -eu
 . "$top_srcdir/tests/cli/lib.sh"
