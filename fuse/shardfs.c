@@ -390,8 +390,13 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	FS_ADD(opens, 1);
 	/* An inode is one version of its object (tree.c): what the
-	 * kernel cached of it stays right across opens. */
-	fi->keep_cache = 1;
+	 * kernel cached of it stays right across opens. With direct_io
+	 * the kernel caches nothing: each read is copied from the block
+	 * cache straight into the reader's buffer. */
+	if (fs_opts.direct_io)
+		fi->direct_io = 1;
+	else
+		fi->keep_cache = 1;
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0) {
 		fs_reader_free(h->r, 0);
@@ -454,7 +459,7 @@ op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	fs_reader_free(h->r, !(fi->flags & O_DIRECT));
+	fs_reader_free(h->r, !(fi->flags & O_DIRECT) && !fs_opts.direct_io);
 	free(h->text);
 	free(h);
 	fuse_reply_err(req, 0);
@@ -820,7 +825,7 @@ enum {
 	O_CACHE_DIR, O_CACHE_MAX_MB, O_IO_TIMEOUT, O_THREADS,
 	O_ALLOW_OTHER, O_FOREGROUND, O_DEBUG, O_MOUNT_OPTS, O_UID, O_GID,
 	O_FILE_MODE, O_DIR_MODE, O_READ_ONLY, O_IMPLICIT_DIRS, O_PREFIX,
-	O_ENDPOINT_URL, O_REGION
+	O_ENDPOINT_URL, O_REGION, O_DIRECT_IO
 };
 
 static const struct cli_option mount_opts[] = {
@@ -846,6 +851,10 @@ static const struct cli_option mount_opts[] = {
 	    86400, NULL, 0 },
 	{ "threads", 0, O_THREADS, CLI_INT, "N",
 	    "FUSE worker threads at most (64)", 1, 1024, NULL, 0 },
+	{ "direct-io", 0, O_DIRECT_IO, CLI_FLAG, NULL,
+	    "bypass the kernel's page cache: one copy fewer for\n"
+	    "shards streamed once, but no shared mmap (off)", 0, 0, NULL,
+	    0 },
 	{ "allow-other", 0, O_ALLOW_OTHER, CLI_FLAG, NULL,
 	    "let other users read the mount (needs user_allow_other in\n"
 	    "/etc/fuse.conf unless root); default: the mounting user only",
@@ -1069,6 +1078,9 @@ setter(void *ctx, const struct cli_option *o, const struct cli_value *v)
 		break;
 	case O_ALLOW_OTHER:
 		fs_opts.allow_other = 1;
+		break;
+	case O_DIRECT_IO:
+		fs_opts.direct_io = 1;
 		break;
 	case O_FOREGROUND:
 		fs_opts.foreground = 1;

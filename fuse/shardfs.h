@@ -35,6 +35,7 @@ struct fs_opts {
 	uint64_t cache_max_bytes;
 	double io_timeout;	/* a read waits this long at most */
 	int threads;		/* FUSE worker threads at most */
+	int direct_io;		/* files bypass the kernel's page cache */
 	int allow_other;
 	int foreground, debug;
 	uid_t uid;		/* the owner every node shows */
