@@ -44,6 +44,9 @@
 #   shardfs     its defaults (cache_mb 512, readahead 64M, --part-size 8M:
 #               8 ranged GETs in flight, threads 64): shardfs URL/ MNT -f,
 #               or s3://bench with AWS_ENDPOINT_URL_S3
+#   shardfsdio  the same with -o direct_io (seq cases only): the kernel's
+#               page cache bypassed, each 1 MiB read copied from shardfs's
+#               cache into the reader's buffer
 #   curl        seq: curl --parallel --parallel-immediate --parallel-max 8,
 #               one ranged GET of 8 MiB per part of the shard into
 #               /dev/null (8 = shardfs's readahead / --part-size); small:
@@ -706,6 +709,7 @@ cases=
 for f in seq small; do
 	for ln in lo ln; do
 		cases="$cases $f-$ln-http-shardfs $f-$ln-http-curl $f-$ln-http-rclone"
+		[ $f != seq ] || cases="$cases $f-$ln-http-shardfsdio"
 		cases="$cases $f-$ln-http-rclonefull $f-$ln-s3-shardfs $f-$ln-s3-curl"
 		cases="$cases $f-$ln-s3-rclone $f-$ln-s3-rclonefull $f-$ln-s3-s3fs"
 	done
@@ -783,6 +787,7 @@ run_case() {
 		    $(( (train_bytes * 2 >> 20) + 1 )))
 		[ "$c" != cache-fill ] || { rm -rf "$dcache"; mkdir -p "$dcache"; } ;;
 	train-*-mount) be=http client=shardfs ;;
+	*-shardfsdio) client=shardfs mopts=(-o direct_io) ;;
 	esac
 	mpid=
 	case $client in
@@ -1129,6 +1134,9 @@ for ln in ("lo", "ln"):
         g = 0.8 if ln == "lo" else 0.9
         row(what, "seq-%s-%s-curl" % (ln, be), ln, be, "curl, %s ranged GETs" % E["seq_conns"], "mb_s", "%.0f", "MB/s",
             ratio(s, "mb_s", "seq-%s-%s-curl" % (ln, be), "mb_s"), "shardfs ÷ this", "≥ %.1f" % g, lambda x, g=g: x >= g)
+        d = "seq-%s-%s-shardfsdio" % (ln, be)
+        row(what, d, ln, be, "shardfs -o direct_io", "mb_s", "%.0f", "MB/s",
+            ratio(d, "mb_s", "seq-%s-%s-curl" % (ln, be), "mb_s"), "this ÷ curl")
         if ln == "lo" and be == "http":
             ceiling_rows(what, "seq", s, "seq-lo-http-curl", "mb_s", "%.0f", "MB/s")
         for p in peers:
