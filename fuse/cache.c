@@ -86,6 +86,7 @@ struct fs_reader {
 	uint64_t window;	/* read-ahead; 0 for a random reader */
 	uint64_t ra_end;	/* read ahead up to here */
 	uint64_t behind;	/* let go of up to here (drop_behind) */
+	uint64_t grown;		/* bytes read in sequence since it last grew */
 	int reads;
 	int streak;		/* reads in a row near the last one's end */
 };
@@ -507,12 +508,17 @@ fs_reader_free(struct fs_reader *r, int kernel_keeps)
  * row within 2 MiB of where its last read ended, is sequential; it stays
  * so while its reads land within 4 MiB of that (the kernel sends a file's
  * reads a few at a time, not always in order), and its read-ahead window
- * doubles from 4 MiB to readahead. Any other read makes it a random
+ * doubles from 4 MiB to readahead for every GROW_STEP it reads: at each
+ * request of the kernel's read-ahead (128 KiB and up), but not at each
+ * of a program's 8 KiB reads on a direct_io mount, where five of them
+ * (40 KiB) would have fetched 64 MiB. Any other read makes it a random
  * reader, which fetches only what it asks for. The windows of all the
  * sequential readers share the cache: each is at most a half of it
  * divided among them, so that one reader's read-ahead does not evict what
  * another fetched and has yet to read. Caller holds mu.
  */
+#define GROW_STEP	((uint64_t)128 << 10)
+
 static void
 follow(struct fs_reader *r, uint64_t off, uint64_t end)
 {
@@ -525,11 +531,15 @@ follow(struct fs_reader *r, uint64_t off, uint64_t end)
 	    r->streak >= 2))) {
 		if (r->window == 0) {
 			r->window = 4 * FS_BLOCK;
+			r->grown = 0;
 			r->behind = off > 8 * FS_BLOCK ?
 			    (off - 8 * FS_BLOCK) / FS_BLOCK * FS_BLOCK : 0;
 			cache.nseq++;
-		} else if (r->window < fs_opts.readahead)
+		} else if (r->window < fs_opts.readahead &&
+		    (r->grown += end - off) >= GROW_STEP) {
 			r->window *= 2;
+			r->grown = 0;
+		}
 		cap = fs_opts.cache_bytes / 2 / (uint64_t)cache.nseq;
 		if (cap > fs_opts.readahead)
 			cap = fs_opts.readahead;
