@@ -268,6 +268,13 @@ op_init(void *data, struct fuse_conn_info *conn)
 	 * sent one request at a time it waits interruptibly, as a read
 	 * through the page cache waits killably. */
 	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_DIO;
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+	/* A read-only mount has no dirty pages to keep coherent: a shared
+	 * mmap of a direct_io file may use the page cache (libfuse 3.16
+	 * and later can ask; 3.14 cannot, and the kernel says ENODEV). */
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+#endif
 }
 
 static void
@@ -391,8 +398,10 @@ op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	FS_ADD(opens, 1);
 	/* An inode is one version of its object (tree.c): what the
 	 * kernel cached of it stays right across opens. With direct_io
-	 * the kernel caches nothing: each read is copied from the block
-	 * cache straight into the reader's buffer. */
+	 * a read(2) is not cached: it is copied from the block cache
+	 * straight into the reader's buffer. What such a reader passed or
+	 * read whole leaves the block cache as it does for any other
+	 * (cache.c): a read again fetches it again. */
 	if (fs_opts.direct_io)
 		fi->direct_io = 1;
 	else
@@ -459,7 +468,7 @@ op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	fs_reader_free(h->r, !(fi->flags & O_DIRECT) && !fs_opts.direct_io);
+	fs_reader_free(h->r, !(fi->flags & O_DIRECT));
 	free(h->text);
 	free(h);
 	fuse_reply_err(req, 0);
@@ -853,8 +862,8 @@ static const struct cli_option mount_opts[] = {
 	    "FUSE worker threads at most (64)", 1, 1024, NULL, 0 },
 	{ "direct-io", 0, O_DIRECT_IO, CLI_FLAG, NULL,
 	    "bypass the kernel's page cache: one copy fewer for\n"
-	    "shards streamed once, but no shared mmap (off)", 0, 0, NULL,
-	    0 },
+	    "shards streamed once; no shared mmap before libfuse\n"
+	    "3.16 (off)", 0, 0, NULL, 0 },
 	{ "allow-other", 0, O_ALLOW_OTHER, CLI_FLAG, NULL,
 	    "let other users read the mount (needs user_allow_other in\n"
 	    "/etc/fuse.conf unless root); default: the mounting user only",
