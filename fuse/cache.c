@@ -707,7 +707,8 @@ chunk_at(struct fs_reader *r, uint64_t pos, uint64_t end)
 /*
  * A reader lets go of c: drop_behind of what a sequential reader passed,
  * let_go_whole of a file read to the end and closed; the kernel's page
- * cache holds those bytes (keep_cache). A mount reading small files
+ * cache holds those bytes (keep_cache; on a direct_io mount it does not,
+ * and a read again fetches them again). A mount reading small files
  * otherwise filled cache_mb with copies of them, each in fresh pages (a
  * page fault for every 4 KiB: a seventh of the daemon's CPU over 10,000
  * files of 110 KB), where the fetch engine's pool now hands the same
@@ -733,13 +734,14 @@ gone_now(const struct chunk *c)
 
 /*
  * A sequential reader lets go of what it has passed: the kernel's page
- * cache holds it for a read again, and the chunk's buffer goes back to the
- * fetch engine's pool for the ranges ahead, rather than every range landing
- * in fresh pages until the cache is full (a third of the daemon's CPU went
- * to those page faults). Every chunk wholly 4 MiB behind the reader (the
- * kernel's reads come a few at a time, not always in order) goes as soon
- * as it may (gone_now). The walk starts where the last one stopped, or 8 MiB before
- * where the reader turned sequential (what its random reads fetched).
+ * cache holds it for a read again (let_go), and the chunk's buffer goes
+ * back to the fetch engine's pool for the ranges ahead, rather than every
+ * range landing in fresh pages until the cache is full (a third of the
+ * daemon's CPU went to those page faults). Every chunk wholly 4 MiB behind
+ * the reader (the kernel's reads come a few at a time, not always in
+ * order) goes as soon as it may (gone_now). The walk starts where the last
+ * one stopped, or 8 MiB before where the reader turned sequential (what
+ * its random reads fetched).
  * Looking only at the chunk just behind the edge, as once, missed those
  * whose read was in flight or whose range was finishing as the edge
  * passed: 1 GiB read over loopback held up to 427 MiB, in fresh pages.
